@@ -1,0 +1,77 @@
+// The CPU caching allocator: the host-side counterpart of PyTorch's CUDA caching allocator.
+//
+// Memory is reserved from the system in segments (2 MiB for small requests, rounded-up large
+// segments for big ones) and carved into 64-byte-aligned blocks. A freed block goes back to the
+// allocator's cache, not to the system, so the next request of a similar size is a cache hit;
+// blocks are split when a request is smaller than a cached block and merged with free
+// neighbours of the same segment when freed. empty_cache() returns wholly free segments.
+//
+// Invariants: allocated_bytes <= reserved_bytes; every pointer handed out is 64-byte aligned and
+// belongs to exactly one live block; peaks never decrease until reset_peak_stats().
+//
+// A memory limit (set_memory_limit, or the environment variable WEFT_MEMORY_LIMIT such as
+// "2GiB", "512MiB", "1e9") emulates a device's capacity: when a request cannot be met within it,
+// even after releasing the cache, allocate() throws OutOfMemoryError naming the request, the
+// limit, allocated vs reserved bytes, the largest free block and the fragmentation.
+// All methods are thread-safe.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace weft {
+
+// PyTorch's statistic names: "allocated" = bytes in blocks handed out; "reserved" = bytes of
+// segments held from the system; "active" = allocated here (no streams on the CPU);
+// "inactive_split" = free bytes inside segments that also hold allocated blocks (the
+// fragmentation that can make a request fail although enough bytes are free).
+struct MemoryStats {
+  int64_t allocated_bytes = 0, peak_allocated_bytes = 0;
+  int64_t reserved_bytes = 0, peak_reserved_bytes = 0;
+  int64_t active_bytes = 0, peak_active_bytes = 0;
+  int64_t inactive_split_bytes = 0, peak_inactive_split_bytes = 0;
+  int64_t num_allocs = 0, num_frees = 0;
+  int64_t cache_hits = 0, cache_misses = 0;  // a miss reserves a new segment
+  int64_t num_segments = 0, num_ooms = 0;
+  int64_t largest_free_block = 0;
+  double fragmentation = 0;  // 1 - largest_free_block / free bytes in the cache (0 when none free)
+};
+
+class CachingAllocator {
+ public:
+  static CachingAllocator& cpu();  // the process-wide CPU allocator
+
+  CachingAllocator();
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // `what` describes the request for the OOM message and the trace (e.g. "matmul output [128, 10] f32").
+  void* allocate(size_t nbytes, std::string_view what = {});
+  void deallocate(void* ptr);
+
+  MemoryStats stats() const;
+  void reset_peak_stats();
+  void empty_cache();
+  std::string memory_summary() const;  // PyTorch-style table: current / peak / allocs / frees
+
+  void set_memory_limit(int64_t bytes);  // 0 = no limit
+  int64_t memory_limit() const;
+
+  // Records alloc / free / segment / OOM events while enabled; trace_json() dumps them.
+  void enable_trace(bool on);
+  std::string trace_json() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "2GiB", "512MiB", "64KiB", "1.5GB", "1e9", "123" -> bytes; throws ValueError on nonsense.
+int64_t parse_bytes(std::string_view text);
+// 1536 -> "1.50 KiB"
+std::string format_bytes(int64_t bytes);
+
+}  // namespace weft

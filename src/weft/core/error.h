@@ -1,0 +1,36 @@
+// weft's exceptions. Every error a user can cause is a weft::Error subclass whose message says
+// what was expected, what was found, and (where it helps) what to do. Nothing in weft aborts
+// the process on bad input.
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace weft {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ShapeError : public Error { using Error::Error; };
+class DTypeError : public Error { using Error::Error; };
+class DeviceError : public Error { using Error::Error; };
+class IndexError : public Error { using Error::Error; };
+class ValueError : public Error { using Error::Error; };
+class OutOfMemoryError : public Error { using Error::Error; };
+
+// Concatenates anything streamable: str("expected ", a, ", got ", b).
+template <typename... Args>
+std::string str(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+}  // namespace weft
+
+// WEFT_CHECK(cond, ShapeError, "matmul: ", ...) throws ShapeError with the concatenated message.
+#define WEFT_CHECK(cond, ErrorType, ...)                                 \
+  do {                                                                   \
+    if (!(cond)) throw ::weft::ErrorType(::weft::str(__VA_ARGS__));      \
+  } while (0)

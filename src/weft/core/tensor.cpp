@@ -1,0 +1,231 @@
+#include "weft/core/tensor.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "weft/core/convert.h"
+#include "weft/core/random.h"
+#include "weft/core/strided.h"
+
+namespace weft {
+
+static Tensor make_tensor(Storage storage, const Shape& shape, const Shape& strides, int64_t offset,
+                          DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+static void check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    WEFT_CHECK(s >= 0, ShapeError, op, ": negative size in shape ", shape_str(shape));
+}
+
+static Storage allocate_for(const Shape& shape, DType dtype, Device device) {
+  size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  return Storage::allocate(nbytes, device, str("tensor ", shape_str(shape), " ", dtype_name(dtype)));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  check_shape(shape, "empty");
+  return make_tensor(allocate_for(shape, dtype, device), shape, contiguous_strides(shape), 0, dtype);
+}
+
+Tensor Tensor::empty_fortran(const Shape& shape, DType dtype) {
+  check_shape(shape, "empty_fortran");
+  return make_tensor(allocate_for(shape, dtype, Device::cpu()), shape, fortran_strides(shape), 0, dtype);
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) { return empty(shape, dtype).fill_(value); }
+Tensor Tensor::zeros(const Shape& shape, DType dtype) { return full(shape, 0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1, dtype); }
+Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>(i);
+  return from_vector(values, {n}, dtype);
+}
+
+Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  return empty(shape, dtype).copy_(from_vector<double>(values, shape));
+}
+
+template <typename Draw>
+static Tensor fill_random(const Shape& shape, DType dtype, Draw draw) {
+  Tensor values = Tensor::empty(shape, DType::f64);
+  double* p = values.data<double>();
+  for (int64_t i = 0; i < values.numel(); ++i) p[i] = draw();
+  return dtype == DType::f64 ? values : Tensor::empty(shape, dtype).copy_(values);
+}
+
+Tensor Tensor::randn(const Shape& shape, Generator& gen, DType dtype) {
+  return fill_random(shape, dtype, [&] { return gen.normal(); });
+}
+Tensor Tensor::rand(const Shape& shape, Generator& gen, DType dtype) {
+  return fill_random(shape, dtype, [&] { return gen.uniform(); });
+}
+Tensor Tensor::randn(const Shape& shape, DType dtype) { return randn(shape, default_generator(), dtype); }
+Tensor Tensor::rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }
+
+int64_t Tensor::size(int64_t dim) const { return impl_->shape[wrap_dim(dim, this->dim(), "size")]; }
+int64_t Tensor::stride(int64_t dim) const { return impl_->strides[wrap_dim(dim, this->dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (impl_->shape[d] == 1) continue;
+    if (impl_->strides[d] != expected) return false;
+    expected *= impl_->shape[d];
+  }
+  return true;
+}
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  WEFT_CHECK(shape.size() == strides.size(), ShapeError, "as_strided: shape ", shape_str(shape),
+             " and strides ", shape_str(strides), " differ in rank");
+  check_shape(shape, "as_strided");
+  if (weft::numel(shape) > 0) {
+    int64_t lo = offset, hi = offset;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      WEFT_CHECK(strides[d] >= 0, ShapeError, "as_strided: negative stride in ", shape_str(strides));
+      hi += (shape[d] - 1) * strides[d];
+    }
+    int64_t capacity = static_cast<int64_t>(storage().nbytes() / element_size());
+    WEFT_CHECK(lo >= 0 && hi < capacity, IndexError, "as_strided: view ", shape_str(shape),
+               " strides ", shape_str(strides), " offset ", offset, " reaches element ", hi,
+               " of a storage holding ", capacity);
+  }
+  return make_tensor(storage(), shape, strides, offset, dtype());
+}
+
+// Strides that read `src` as if it had shape `shape` (NumPy broadcasting: stride 0 where expanded).
+static Shape broadcast_strides(const Tensor& src, const Shape& shape) {
+  Shape strides(shape.size(), 0);
+  size_t lead = shape.size() - src.shape().size();
+  for (size_t d = 0; d < src.shape().size(); ++d)
+    strides[lead + d] = src.shape()[d] == 1 ? 0 : src.strides()[d];
+  return strides;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  WEFT_CHECK(defined() && src.defined(), ValueError, "copy_: undefined tensor");
+  Shape target = broadcast_shapes(shape(), src.shape(), "copy_");
+  WEFT_CHECK(target == shape(), ShapeError, "copy_: cannot copy ", shape_str(src.shape()),
+             " into ", shape_str(shape()));
+  std::array<Shape, 2> strides{impl_->strides, broadcast_strides(src, shape())};
+  visit_dtype(dtype(), [&](auto dst_tag) {
+    using D = decltype(dst_tag);
+    visit_dtype(src.dtype(), [&](auto src_tag) {
+      using S = decltype(src_tag);
+      D* dst = static_cast<D*>(data_ptr());
+      const S* in = static_cast<const S*>(src.data_ptr());
+      for_each_row<2>(shape(), strides, [&](auto off, int64_t n, auto inner) {
+        D* d = dst + off[0];
+        const S* s = in + off[1];
+        if (inner[0] == 1 && inner[1] == 1) {
+          for (int64_t i = 0; i < n; ++i) d[i] = convert<D>(s[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) d[i * inner[0]] = convert<D>(s[i * inner[1]]);
+        }
+      });
+    });
+  });
+  return *this;
+}
+
+Tensor Tensor::contiguous_untracked() const {
+  return is_contiguous() ? *this : Tensor::empty(shape(), dtype()).copy_(*this);
+}
+
+Tensor& Tensor::fill_(double value) {
+  visit_dtype(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T v = convert<T>(value);
+    T* dst = static_cast<T*>(data_ptr());
+    for_each_row<1>(shape(), {impl_->strides}, [&](auto off, int64_t n, auto inner) {
+      for (int64_t i = 0; i < n; ++i) dst[off[0] + i * inner[0]] = v;
+    });
+  });
+  return *this;
+}
+
+double Tensor::at(const std::vector<int64_t>& index) const {
+  WEFT_CHECK(static_cast<int64_t>(index.size()) == dim(), IndexError, "at: ", index.size(),
+             " indices for a ", dim(), "-d tensor of shape ", shape_str(shape()));
+  int64_t offset = 0;
+  for (size_t d = 0; d < index.size(); ++d) {
+    WEFT_CHECK(index[d] >= 0 && index[d] < impl_->shape[d], IndexError, "at: index ", index[d],
+               " out of range for dim ", d, " of size ", impl_->shape[d]);
+    offset += index[d] * impl_->strides[d];
+  }
+  return visit_dtype(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return convert<double>(static_cast<const T*>(data_ptr())[offset]);
+  });
+}
+
+double Tensor::item() const {
+  WEFT_CHECK(numel() == 1, ValueError, "item: expected a one-element tensor, got shape ",
+             shape_str(shape()));
+  return at(std::vector<int64_t>(dim(), 0));
+}
+
+// Printing follows PyTorch: nested brackets, 4 decimals for floats (scientific when the range
+// calls for it), long dims summarised as "first 3, ..., last 3".
+static void print_values(std::ostream& out, const Tensor& t, std::vector<int64_t>& index, int64_t d,
+                         bool floating, bool scientific, int indent) {
+  constexpr int64_t edge = 3, summarise_above = 1000;
+  bool summarise = t.numel() > summarise_above;
+  auto element = [&] {
+    double v = t.at(index);
+    char buf[64];
+    if (!floating) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    else if (std::isnan(v) || std::isinf(v)) std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
+    else std::snprintf(buf, sizeof buf, scientific ? "%.4e" : "%.4f", v);
+    out << buf;
+  };
+  if (t.dim() == 0) return element();
+  out << "[";
+  int64_t n = t.shape()[d];
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarise && n > 2 * edge && i == edge) {
+      out << (d + 1 == t.dim() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      i = n - edge;
+    }
+    index[d] = i;
+    if (d + 1 == t.dim()) element();
+    else print_values(out, t, index, d + 1, floating, scientific, indent + 1);
+    if (i + 1 < n) out << (d + 1 == t.dim() ? ", " : ",\n" + std::string(t.dim() - d - 2, '\n') + std::string(indent + 1, ' '));
+  }
+  out << "]";
+}
+
+std::string Tensor::to_string() const {
+  if (!defined()) return "tensor(undefined)";
+  std::ostringstream out;
+  out << "tensor(";
+  bool floating = is_floating(dtype());
+  double max_abs = 0, min_abs = INFINITY;
+  if (floating && numel() <= 100000)
+    for (double v : to_vector<double>())
+      if (std::isfinite(v) && v != 0) max_abs = std::max(max_abs, std::abs(v)), min_abs = std::min(min_abs, std::abs(v));
+  bool scientific = max_abs >= 1e8 || (max_abs > 0 && (min_abs < 1e-4 || max_abs / min_abs > 1e3));
+  std::vector<int64_t> index(dim(), 0);
+  if (numel() == 0) out << "[]";
+  else print_values(out, *this, index, 0, floating, scientific, 7);
+  if (numel() == 0 && dim() != 1) out << ", size=" << shape_str(shape());
+  if (dtype() != DType::f32) out << ", dtype=" << dtype_name(dtype());
+  if (requires_grad()) out << ", requires_grad=True";
+  out << ")";
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.to_string(); }
+
+}  // namespace weft

@@ -1,0 +1,111 @@
+#include "weft/ops/arith.h"
+
+#include "weft/autograd/node.h"
+#include "weft/kernels/cpu/elementwise.h"
+#include "weft/kernels/cpu/reduce.h"
+
+namespace weft {
+
+using autograd::record;
+using cpu::Binary;
+using cpu::Unary;
+using Grads = std::vector<Tensor>;
+
+// Gradients of broadcast operands are summed back to each operand's shape.
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = cpu::binary(Binary::add, a, b);
+  record("add", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
+    return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(g[0], sb)};
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = cpu::binary(Binary::sub, a, b);
+  record("sub", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
+    return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(cpu::unary(Unary::neg, g[0]), sb)};
+  });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = cpu::binary(Binary::mul, a, b);
+  record("mul", {a, b}, {out}, [a, b](const Grads& g) {
+    return Grads{a.requires_grad() ? cpu::sum_to(cpu::mul(g[0], b), a.shape()) : Tensor(),
+                 b.requires_grad() ? cpu::sum_to(cpu::mul(g[0], a), b.shape()) : Tensor()};
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = cpu::binary(Binary::div, a, b);
+  record("div", {a, b}, {out}, [a, b, y = out.detach()](const Grads& g) {
+    Tensor ga = cpu::binary(Binary::div, g[0], b);  // d(a/b)/da = 1/b
+    Tensor gb;
+    if (b.requires_grad())  // d(a/b)/db = -(a/b)/b
+      gb = cpu::sum_to(cpu::unary(Unary::neg, cpu::mul(ga, y)), b.shape());
+    return Grads{a.requires_grad() ? cpu::sum_to(ga, a.shape()) : Tensor(), gb};
+  });
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = cpu::binary(Binary::add, a, b);
+  record("add_scalar", {a}, {out}, [](const Grads& g) { return Grads{g[0]}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = cpu::mul(a, b);
+  record("mul_scalar", {a}, {out}, [b](const Grads& g) { return Grads{cpu::mul(g[0], b)}; });
+  return out;
+}
+
+Tensor neg(const Tensor& x) {
+  Tensor out = cpu::unary(Unary::neg, x);
+  record("neg", {x}, {out}, [](const Grads& g) { return Grads{cpu::unary(Unary::neg, g[0])}; });
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = cpu::unary(Unary::exp, x);
+  record("exp", {x}, {out}, [y = out.detach()](const Grads& g) { return Grads{cpu::mul(g[0], y)}; });
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = cpu::unary(Unary::log, x);
+  record("log", {x}, {out}, [x](const Grads& g) { return Grads{cpu::binary(Binary::div, g[0], x)}; });
+  return out;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = cpu::unary(Unary::sqrt, x);
+  record("sqrt", {x}, {out}, [y = out.detach()](const Grads& g) {
+    return Grads{cpu::binary(Binary::div, cpu::mul(g[0], 0.5), y)};
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  Tensor out = cpu::binary(Binary::pow, x, exponent);
+  record("pow", {x}, {out}, [x, exponent](const Grads& g) {
+    return Grads{cpu::mul(cpu::mul(g[0], cpu::binary(Binary::pow, x, exponent - 1)), exponent)};
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& x, const Tensor& exponent) {
+  Tensor out = cpu::binary(Binary::pow, x, exponent);
+  record("pow", {x, exponent}, {out}, [x, exponent, y = out.detach()](const Grads& g) {
+    Tensor gx, ge;
+    if (x.requires_grad())  // e * x^(e-1)
+      gx = cpu::sum_to(cpu::mul(g[0], cpu::mul(exponent, cpu::binary(Binary::pow, x, cpu::binary(Binary::sub, exponent, 1.0)))), x.shape());
+    if (exponent.requires_grad())  // x^e * ln x
+      ge = cpu::sum_to(cpu::mul(g[0], cpu::mul(y, cpu::unary(Unary::log, x))), exponent.shape());
+    return Grads{gx, ge};
+  });
+  return out;
+}
+
+}  // namespace weft
