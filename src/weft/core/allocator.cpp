@@ -1,5 +1,5 @@
 // The CPU caching allocator, after PyTorch's c10/cuda/CUDACachingAllocator.cpp: the same pools,
-// rounding, split and merge rules and statistic names, so that figures read the same way.
+// rounding, split and merge rules and statistic names, so that its figures read the same way.
 #include "weft/core/allocator.h"
 
 #include <algorithm>
@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
-#include <memory_resource>
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,7 +23,7 @@ namespace weft {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kMinBlockSize = 512;               // every block size is a multiple of this
+constexpr size_t kMinBlockSize = 512;                 // every block size is a multiple of this
 constexpr size_t kSmallRequestMax = size_t{1} << 20;  // requests up to 1 MiB use the small pool
 constexpr size_t kSmallSegmentSize = size_t{2} << 20;
 constexpr size_t kLargeSegmentRounding = size_t{2} << 20;
@@ -58,14 +58,15 @@ struct Block;
 struct BySizeThenAddress {
   bool operator()(const Block* a, const Block* b) const;
 };
-using FreeSet = std::pmr::set<Block*, BySizeThenAddress>;
+using FreeSet = std::set<Block*, BySizeThenAddress>;
+using LiveMap = std::unordered_map<void*, Block*>;
 
 // A range of one segment. The blocks of a segment form a doubly linked list in address order;
-// the block without a predecessor starts at the segment's base and owns the system memory.
+// the block without a predecessor starts at the segment's base and so owns the system memory.
 struct Block {
   char* ptr = nullptr;
   size_t size = 0;
-  FreeSet* pool = nullptr;  // the free set this block belongs to while free
+  FreeSet* pool = nullptr;  // the free set that holds this block while it is free
   Block* prev = nullptr;
   Block* next = nullptr;
   bool allocated = false;
@@ -86,7 +87,6 @@ struct Gauge {
     current += delta;
     peak = std::max(peak, current);
   }
-  void reset_peak() { peak = current; }
 };
 
 struct TraceEvent {
@@ -101,7 +101,7 @@ enum class OomCause { kLimit, kSystem, kTooLarge };
 
 int64_t memory_limit_from_environment() {
   const char* text = std::getenv("WEFT_MEMORY_LIMIT");
-  // Set but empty (WEFT_MEMORY_LIMIT= weft ...) reads as unset, as most tools treat it.
+  // Set but empty (`WEFT_MEMORY_LIMIT= weft ...`) reads as unset, as most tools treat it.
   if (!text || std::string_view(text).find_first_not_of(" \t") == std::string_view::npos) return 0;
   try {
     return parse_bytes(text);
@@ -115,13 +115,15 @@ int64_t memory_limit_from_environment() {
 
 struct CachingAllocator::Impl {
   mutable std::mutex mutex;
-  // Recycles the nodes of the containers below and the Block records, so that once warm an
+  FreeSet small_free, large_free;
+  LiveMap live_blocks;  // how deallocate finds a block, and tells a foreign pointer
+
+  // Erased container nodes and retired Block records are reused, so that once warm an
   // allocate / deallocate pair never calls malloc.
-  std::pmr::unsynchronized_pool_resource node_pool;
-  std::pmr::polymorphic_allocator<> records{&node_pool};
-  FreeSet small_free{&node_pool};
-  FreeSet large_free{&node_pool};
-  std::pmr::unordered_map<void*, Block*> live_blocks{&node_pool};
+  std::vector<FreeSet::node_type> spare_free_nodes;
+  std::vector<LiveMap::node_type> spare_live_nodes;
+  std::deque<Block> block_records;  // owns every Block; a deque never moves its elements
+  Block* spare_blocks = nullptr;    // retired records, chained through Block::next
 
   Gauge allocated, reserved, inactive_split;
   int64_t num_allocs = 0, num_frees = 0, cache_hits = 0, cache_misses = 0;
@@ -133,13 +135,12 @@ struct CachingAllocator::Impl {
   std::deque<TraceEvent> trace;
 
   ~Impl() {
-    // Only segment heads own system memory; the Block records go with node_pool.
-    const auto release_segment = [](const Block* block) {
+    const auto release_if_segment_head = [](const Block* block) {
       if (!block->prev) std::free(block->ptr);
     };
-    std::ranges::for_each(small_free, release_segment);
-    std::ranges::for_each(large_free, release_segment);
-    for (const auto& entry : live_blocks) release_segment(entry.second);
+    std::ranges::for_each(small_free, release_if_segment_head);
+    std::ranges::for_each(large_free, release_if_segment_head);
+    for (const auto& entry : live_blocks) release_if_segment_head(entry.second);
   }
 
   void* allocate(size_t nbytes, std::string_view what) {
@@ -154,7 +155,7 @@ struct CachingAllocator::Impl {
       ++cache_misses;
     }
     split_off_remainder(block, size);
-    live_blocks.emplace(block->ptr, block);
+    insert_live(block);
     block->allocated = true;
     allocated.add(static_cast<int64_t>(block->size));
     ++num_allocs;
@@ -169,7 +170,7 @@ struct CachingAllocator::Impl {
                            " was not allocated by this allocator, or was already freed"));
     }
     Block* block = found->second;
-    live_blocks.erase(found);
+    spare_live_nodes.push_back(live_blocks.extract(found));
     block->allocated = false;
     allocated.add(-static_cast<int64_t>(block->size));
     ++num_frees;
@@ -186,55 +187,9 @@ struct CachingAllocator::Impl {
     return block;
   }
 
-  // PyTorch's rule: a small block splits off any remainder, a large block only one that could
-  // not be served from the small pool (> 1 MiB), so that large segments are not shredded.
-  void split_off_remainder(Block* block, size_t size) {
-    const size_t remaining = block->size - size;
-    const bool worth_splitting =
-        block->pool == &small_free ? remaining >= kMinBlockSize : remaining > kSmallRequestMax;
-    if (!worth_splitting) return;
-    Block* rest = records.new_object<Block>(Block{.ptr = block->ptr + size, .size = remaining,
-                                                  .pool = block->pool, .prev = block, .next = block->next});
-    if (block->next) block->next->prev = rest;
-    block->next = rest;
-    block->size = size;
-    insert_free(rest);
-  }
-
-  Block* merge_free_neighbours(Block* block) {
-    if (Block* prev = block->prev; prev && !prev->allocated) {
-      erase_free(prev);
-      prev->size += block->size;
-      unlink(block);
-      block = prev;
-    }
-    if (Block* next = block->next; next && !next->allocated) {
-      erase_free(next);
-      block->size += next->size;
-      unlink(next);
-    }
-    return block;
-  }
-
-  void unlink(Block* block) {
-    if (block->prev) block->prev->next = block->next;
-    if (block->next) block->next->prev = block->prev;
-    records.delete_object(block);
-  }
-
-  // A free block keeps its is_split() state while cached (only merges and splits change a
-  // block's neighbours, and both take the block out first), so these keep inactive_split exact.
-  void insert_free(Block* block) {
-    block->pool->insert(block);
-    if (block->is_split()) inactive_split.add(static_cast<int64_t>(block->size));
-  }
-  void erase_free(Block* block) {
-    block->pool->erase(block);
-    if (block->is_split()) inactive_split.add(-static_cast<int64_t>(block->size));
-  }
-
   Block* reserve_segment(FreeSet& pool, size_t size, size_t nbytes, std::string_view what) {
-    const size_t segment_size = &pool == &small_free ? kSmallSegmentSize : round_up(size, kLargeSegmentRounding);
+    const size_t segment_size =
+        &pool == &small_free ? kSmallSegmentSize : round_up(size, kLargeSegmentRounding);
     if (!within_limit(segment_size)) {
       release_free_segments();
       if (!within_limit(segment_size)) throw_oom(nbytes, what, OomCause::kLimit, segment_size);
@@ -248,11 +203,87 @@ struct CachingAllocator::Impl {
     reserved.add(static_cast<int64_t>(segment_size));
     ++num_segments;
     record("segment_alloc", base, segment_size, what);
-    return records.new_object<Block>(Block{.ptr = static_cast<char*>(base), .size = segment_size, .pool = &pool});
+    return new_block({.ptr = static_cast<char*>(base), .size = segment_size, .pool = &pool});
   }
 
   bool within_limit(size_t segment_size) const {
     return limit == 0 || reserved.current + static_cast<int64_t>(segment_size) <= limit;
+  }
+
+  // PyTorch's rule: a small block splits off any remainder, a large block only one too big for
+  // the small pool (> 1 MiB), so that large segments are not shredded into slivers.
+  void split_off_remainder(Block* block, size_t size) {
+    const size_t remaining = block->size - size;
+    const bool worth_splitting =
+        block->pool == &small_free ? remaining >= kMinBlockSize : remaining > kSmallRequestMax;
+    if (!worth_splitting) return;
+    Block* rest = new_block({.ptr = block->ptr + size, .size = remaining, .pool = block->pool,
+                             .prev = block, .next = block->next});
+    if (block->next) block->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    insert_free(rest);
+  }
+
+  Block* merge_free_neighbours(Block* block) {
+    if (Block* prev = block->prev; prev && !prev->allocated) {
+      erase_free(prev);
+      prev->size += block->size;
+      unlink_and_retire(block);
+      block = prev;
+    }
+    if (Block* next = block->next; next && !next->allocated) {
+      erase_free(next);
+      block->size += next->size;
+      unlink_and_retire(next);
+    }
+    return block;
+  }
+
+  // A cached block keeps its is_split() state (only merges and splits change a block's
+  // neighbours, and both take it out of the cache first), so these keep inactive_split exact.
+  void insert_free(Block* block) {
+    if (spare_free_nodes.empty()) {
+      block->pool->insert(block);
+    } else {
+      FreeSet::node_type node = std::move(spare_free_nodes.back());
+      spare_free_nodes.pop_back();
+      node.value() = block;
+      block->pool->insert(std::move(node));
+    }
+    if (block->is_split()) inactive_split.add(static_cast<int64_t>(block->size));
+  }
+
+  void erase_free(Block* block) {
+    spare_free_nodes.push_back(block->pool->extract(block));
+    if (block->is_split()) inactive_split.add(-static_cast<int64_t>(block->size));
+  }
+
+  void insert_live(Block* block) {
+    if (spare_live_nodes.empty()) {
+      live_blocks.emplace(block->ptr, block);
+      return;
+    }
+    LiveMap::node_type node = std::move(spare_live_nodes.back());
+    spare_live_nodes.pop_back();
+    node.key() = block->ptr;
+    node.mapped() = block;
+    live_blocks.insert(std::move(node));
+  }
+
+  Block* new_block(const Block& fields) {
+    Block* block = spare_blocks;
+    if (!block) return &block_records.emplace_back(fields);
+    spare_blocks = block->next;
+    *block = fields;
+    return block;
+  }
+
+  void unlink_and_retire(Block* block) {
+    if (block->prev) block->prev->next = block->next;
+    if (block->next) block->next->prev = block->prev;
+    block->next = spare_blocks;
+    spare_blocks = block;
   }
 
   void release_free_segments() {
@@ -263,12 +294,12 @@ struct CachingAllocator::Impl {
           ++it;
           continue;
         }
-        it = pool->erase(it);
+        spare_free_nodes.push_back(pool->extract(it++));
         reserved.add(-static_cast<int64_t>(block->size));
         --num_segments;
         record("segment_free", block->ptr, block->size, {});
         std::free(block->ptr);
-        records.delete_object(block);
+        unlink_and_retire(block);
       }
     }
   }
@@ -285,32 +316,32 @@ struct CachingAllocator::Impl {
         remedy = "raise WEFT_MEMORY_LIMIT (or set_memory_limit())";
         break;
       case OomCause::kSystem:
-        reason = str("the system could not supply a ", format_bytes(static_cast<int64_t>(segment_size)),
+        reason = str("the system could not supply a ", format_size(static_cast<double>(segment_size)),
                      " segment (limit ", limit_text, ")");
         remedy = "free memory on the host";
         break;
       case OomCause::kTooLarge:
         reason = str("no segment that large can be reserved (limit ", limit_text, ")");
-        remedy = "check the requested size";
+        remedy = "check how the size was computed";
         break;
     }
-    // The cache was already released before giving up, so empty_cache() would not help.
-    throw OutOfMemoryError(str(
-        "out of memory: tried to allocate ", format_size(static_cast<double>(nbytes)),
-        what.empty() ? "" : " for ", what, "; ", reason, ", ", format_bytes(now.allocated_bytes), " allocated, ",
-        format_bytes(now.reserved_bytes), " reserved, ", format_bytes(now.reserved_bytes - now.allocated_bytes),
-        " free in cache (largest free block ", format_bytes(now.largest_free_block), ", fragmentation ",
-        format_percent(now.fragmentation), "). Reduce the batch size, enable activation checkpointing, or ",
-        remedy, "."));
+    // The cache is already released at this point, so advising empty_cache() would not help.
+    throw OutOfMemoryError(
+        str("out of memory: tried to allocate ", format_size(static_cast<double>(nbytes)),
+            what.empty() ? "" : " for ", what, "; ", reason, ", ", format_bytes(now.allocated_bytes),
+            " allocated, ", format_bytes(now.reserved_bytes), " reserved, ",
+            format_bytes(now.reserved_bytes - now.allocated_bytes), " free in cache (largest free block ",
+            format_bytes(now.largest_free_block), ", fragmentation ", format_percent(now.fragmentation),
+            "). Reduce the batch size, enable activation checkpointing, or ", remedy, "."));
   }
 
   void record(const char* action, const void* addr, size_t size, std::string_view what) {
     if (!tracing) return;
-    // Drops the oldest events: the ones leading up to a failure are the ones worth keeping, and
-    // the gap in `seq` shows that events were dropped.
+    // Drops the oldest events: those leading up to a failure are the ones worth keeping, and the
+    // gap in `seq` shows that some were dropped.
     if (trace.size() == kMaxTraceEvents) trace.pop_front();
-    trace.push_back({action, reinterpret_cast<uintptr_t>(addr), static_cast<int64_t>(size), std::string(what),
-                     allocated.current, reserved.current, next_seq++});
+    trace.push_back({action, reinterpret_cast<uintptr_t>(addr), static_cast<int64_t>(size),
+                     std::string(what), allocated.current, reserved.current, next_seq++});
   }
 
   MemoryStats snapshot() const {
@@ -328,10 +359,13 @@ struct CachingAllocator::Impl {
     s.num_segments = num_segments;
     s.num_ooms = num_ooms;
     for (const FreeSet* pool : {&small_free, &large_free}) {
-      if (!pool->empty()) s.largest_free_block = std::max(s.largest_free_block, static_cast<int64_t>((*pool->rbegin())->size));
+      if (pool->empty()) continue;
+      s.largest_free_block = std::max(s.largest_free_block, static_cast<int64_t>((*pool->rbegin())->size));
     }
     const int64_t free_bytes = reserved.current - allocated.current;
-    if (free_bytes > 0) s.fragmentation = 1.0 - static_cast<double>(s.largest_free_block) / static_cast<double>(free_bytes);
+    if (free_bytes > 0) {
+      s.fragmentation = 1.0 - static_cast<double>(s.largest_free_block) / static_cast<double>(free_bytes);
+    }
     return s;
   }
 };
@@ -369,9 +403,7 @@ MemoryStats CachingAllocator::stats() const {
 
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard lock(impl_->mutex);
-  impl_->allocated.reset_peak();
-  impl_->reserved.reset_peak();
-  impl_->inactive_split.reset_peak();
+  for (Gauge* gauge : {&impl_->allocated, &impl_->reserved, &impl_->inactive_split}) gauge->peak = gauge->current;
 }
 
 void CachingAllocator::empty_cache() {
@@ -382,9 +414,14 @@ void CachingAllocator::empty_cache() {
 std::string CachingAllocator::memory_summary() const {
   const MemoryStats s = stats();
   const int64_t limit = memory_limit();
+  constexpr int kWidth = 67;  // between the outer bars, matching the rows below
   std::string out;
   char line[128];
-  const auto rule = [&](char fill) { out += '|' + std::string(66, fill) + "|\n"; };
+  const auto rule = [&](char fill) { out += '|' + std::string(kWidth, fill) + "|\n"; };
+  const auto full_width = [&](const std::string& text) {
+    std::snprintf(line, sizeof line, "| %-*s|\n", kWidth - 1, text.c_str());
+    out += line;
+  };
   const auto row = [&](const char* name, const std::string& current, const std::string& peak) {
     std::snprintf(line, sizeof line, "| %-30s| %15s | %15s |\n", name, current.c_str(), peak.c_str());
     out += line;
@@ -395,8 +432,7 @@ std::string CachingAllocator::memory_summary() const {
   const auto count_row = [&](const char* name, int64_t count) { row(name, std::to_string(count), ""); };
 
   rule('=');
-  std::snprintf(line, sizeof line, "| %-65s|\n", "weft CPU caching allocator: memory summary");
-  out += line;
+  full_width("weft CPU caching allocator: memory summary");
   rule('=');
   row("Metric", "Current", "Peak");
   rule('-');
@@ -415,15 +451,14 @@ std::string CachingAllocator::memory_summary() const {
   row("Largest free block", format_bytes(s.largest_free_block), "");
   row("Fragmentation", format_percent(s.fragmentation), "");
   rule('-');
-  const std::string limit_text = "Memory limit: " + (limit ? format_bytes(limit) : std::string("none"));
-  std::snprintf(line, sizeof line, "| %-65s|\n", limit_text.c_str());
-  out += line;
+  full_width("Memory limit: " + (limit ? format_bytes(limit) : std::string("none")));
   rule('=');
   return out;
 }
 
 void CachingAllocator::set_memory_limit(int64_t bytes) {
-  WEFT_CHECK(bytes >= 0, ValueError, "set_memory_limit: expected a byte count >= 0 (0 = no limit), got ", bytes);
+  WEFT_CHECK(bytes >= 0, ValueError, "set_memory_limit: expected a byte count >= 0 (0 = no limit), got ",
+             bytes);
   std::lock_guard lock(impl_->mutex);
   impl_->limit = bytes;
 }
@@ -458,7 +493,7 @@ std::string CachingAllocator::trace_json() const {
   return events.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// Units are case-insensitive and the trailing "B" optional, as in Kubernetes quantities:
+// Units are case-insensitive and their trailing "B" optional, as in Kubernetes quantities:
 // K, M, G, T are powers of 1000 and Ki, Mi, Gi, Ti powers of 1024.
 int64_t parse_bytes(std::string_view text) {
   const auto fail = [&](const std::string& reason) {
@@ -467,7 +502,8 @@ int64_t parse_bytes(std::string_view text) {
   };
   const auto trim = [](std::string_view s) {
     const size_t first = s.find_first_not_of(" \t\n\r");
-    return first == std::string_view::npos ? std::string_view{} : s.substr(first, s.find_last_not_of(" \t\n\r") - first + 1);
+    if (first == std::string_view::npos) return std::string_view{};
+    return s.substr(first, s.find_last_not_of(" \t\n\r") - first + 1);
   };
   const std::string_view number_and_unit = trim(text);
   if (number_and_unit.empty()) throw fail("it is empty");
@@ -479,7 +515,7 @@ int64_t parse_bytes(std::string_view text) {
   if (error == std::errc::result_out_of_range) throw fail("the number is out of range");
   if (error != std::errc() || !std::isfinite(number)) throw fail("it does not start with a number");
 
-  const std::string_view unit_text = trim(std::string_view(unit_begin, end - unit_begin));
+  const std::string_view unit_text = trim(std::string_view(unit_begin, end));
   std::string unit(unit_text);
   std::ranges::transform(unit, unit.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (unit.ends_with('b')) unit.pop_back();
@@ -488,7 +524,7 @@ int64_t parse_bytes(std::string_view text) {
     constexpr std::string_view kPrefixes = "kmgt";
     const size_t prefix = kPrefixes.find(unit[0]);
     const bool binary = unit.size() == 2 && unit[1] == 'i';
-    if (prefix == std::string_view::npos || (unit.size() > 1 && !binary) || unit.size() > 2) {
+    if (prefix == std::string_view::npos || (unit.size() > 1 && !binary)) {
       throw fail(str("unknown unit \"", unit_text, "\""));
     }
     multiplier = std::pow(binary ? 1024.0 : 1000.0, static_cast<double>(prefix + 1));

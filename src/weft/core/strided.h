@@ -5,7 +5,9 @@
 // drops size-1 dimensions, so a contiguous tensor of any rank becomes a single row. Rows are
 // split across OpenMP threads when there are enough elements.
 #pragma once
+#include <algorithm>
 #include <array>
+#include <vector>
 #include <cstdint>
 #include <omp.h>
 
@@ -22,8 +24,17 @@ struct StridedLayout {
 
 template <size_t N>
 StridedLayout<N> coalesce(const Shape& shape, const std::array<Shape, N>& strides) {
+  // Visit dims in operand 0's memory order (largest stride first), so a transposed output is
+  // still walked along its contiguous dim; every operand gets the same permutation.
+  std::vector<size_t> order(shape.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    for (size_t k = 0; k < N; ++k)
+      if (strides[k][x] != strides[k][y]) return strides[k][x] > strides[k][y];
+    return false;
+  });
   StridedLayout<N> out;
-  for (size_t d = 0; d < shape.size(); ++d) {
+  for (size_t d : order) {
     if (shape[d] == 1) continue;
     bool merge = !out.shape.empty();
     for (size_t k = 0; k < N && merge; ++k)

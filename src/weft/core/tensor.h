@@ -37,6 +37,9 @@ class Tensor {
   // Factories. `empty` leaves the bytes uninitialised.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor empty_fortran(const Shape& shape, DType dtype = DType::f32);  // column-major
+  // Same shape and memory order as `like` when it is a dense permutation (a transposed
+  // tensor, say), so elementwise results keep their inputs' layout; row-major otherwise.
+  static Tensor empty_like(const Tensor& like, DType dtype);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);

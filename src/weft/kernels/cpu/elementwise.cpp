@@ -191,7 +191,7 @@ const char* binary_name(Binary op) {
 
 Tensor unary(Unary op, const Tensor& x) {
   check_floating(x, unary_name(op));
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty_like(x, x.dtype());
   visit_floating(x.dtype(), [&](auto tag) {
     with_unary(op, [&](auto fn) { unary_loop<decltype(tag)>(out, x, fn); });
   });
@@ -200,7 +200,9 @@ Tensor unary(Unary op, const Tensor& x) {
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
   check_same_dtype(a, b, binary_name(op));
-  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), binary_name(op)), a.dtype());
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), binary_name(op));
+  bool same_layout = a.shape() == shape && b.shape() == shape && a.strides() == b.strides();
+  Tensor out = same_layout ? Tensor::empty_like(a, a.dtype()) : Tensor::empty(shape, a.dtype());
   visit_floating(a.dtype(), [&](auto tag) {
     with_binary(op, [&](auto fn) { binary_loop<decltype(tag)>(out, a, b, fn); });
   });
