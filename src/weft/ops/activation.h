@@ -12,3 +12,15 @@ Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 
 }  // namespace weft
+
+namespace weft {
+
+class Generator;
+
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
+// the identity otherwise. Masks come from `gen` (default_generator() when null).
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+
+}  // namespace weft

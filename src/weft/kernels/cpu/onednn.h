@@ -1,0 +1,24 @@
+// The bridge to oneDNN: one CPU engine and stream for the process, and memory descriptors that
+// describe a weft Tensor exactly (dims, element strides, dtype), so oneDNN reads transposed or
+// otherwise strided tensors in place instead of weft copying them first.
+//
+// oneDNN's own primitive cache (1024 entries by default) makes re-creating a primitive for a
+// shape seen before cheap, so callers simply build the primitive each call.
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "weft/core/tensor.h"
+
+namespace weft::cpu::onednn {
+
+dnnl::engine& engine();
+dnnl::stream& stream();  // in-order; execute() calls are followed by stream().wait()
+
+bool supports(DType t);  // f32, bf16, f16, i8, u8, i32
+dnnl::memory::data_type data_type(DType t);
+dnnl::memory::desc desc(const Tensor& t);                                    // t's dims and strides
+dnnl::memory::desc desc(const Tensor& t, const dnnl::memory::dims& dims);    // reinterpreted dims, dense
+dnnl::memory memory(const Tensor& t);                                        // wraps t's bytes
+dnnl::memory memory(const dnnl::memory::desc& d, const Tensor& t);
+
+}  // namespace weft::cpu::onednn
