@@ -50,42 +50,54 @@ Tensor kept_then_reduced(const Tensor& x, const std::vector<int64_t>& dims) {
 template <typename T>
 using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// Long sums are blocked: kBlock elements at a time in the accumulator type (f32 vector lanes
+// for f32 and the 16-bit types), each block's sum folded into an f64 total. A single f32
+// accumulator over a million elements drifts by ~1% (summing 0.1f a million times gives 100958);
+// blocking bounds the f32 part's error by the block length instead of the row length.
+constexpr int64_t kBlock = 256;
+
+// sum_r row[r] for r in [begin, end)
+template <typename T>
+double sum_range(const T* row, int64_t begin, int64_t end) {
+  using A = acc_type<T>;
+  double total = 0;
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t e = std::min(end, b + kBlock);
+    A acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t r = b; r < e; ++r) acc += static_cast<A>(row[r]);
+    total += static_cast<double>(acc);
+  }
+  return total;
+}
+
 // out[k] = sum_r in[k * R + r]
 template <typename T>
 void sum_rows(const T* in, T* out, int64_t K, int64_t R) {
-  using A = acc_type<T>;
   if (K >= get_num_threads() || K * R < kParallelGrain) {
 #pragma omp parallel for if (K * R >= kParallelGrain)
-    for (int64_t k = 0; k < K; ++k) {
-      const T* row = in + k * R;
-      A acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t r = 0; r < R; ++r) acc += static_cast<A>(row[r]);
-      out[k] = convert<T>(acc);
-    }
+    for (int64_t k = 0; k < K; ++k) out[k] = convert<T>(sum_range(in + k * R, 0, R));
     return;
   }
   // Few long rows: split each row across threads, then add the partial sums in thread order.
   for (int64_t k = 0; k < K; ++k) {
     const T* row = in + k * R;
-    std::vector<A> partial(get_num_threads(), A(0));
+    std::vector<double> partial(get_num_threads(), 0.0);
 #pragma omp parallel
     {
       int threads = omp_get_num_threads(), id = omp_get_thread_num();
       int64_t chunk = (R + threads - 1) / threads;
       int64_t begin = std::min<int64_t>(R, id * chunk), end = std::min<int64_t>(R, begin + chunk);
-      A acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t r = begin; r < end; ++r) acc += static_cast<A>(row[r]);
-      partial[id] = acc;
+      partial[id] = sum_range(row, begin, end);
     }
-    A total = 0;
-    for (A p : partial) total += p;
+    double total = 0;
+    for (double p : partial) total += p;
     out[k] = convert<T>(total);
   }
 }
 
 // out[k] = sum_r in[r * K + k]: reducing leading dims of a contiguous tensor (bias gradients).
+// Vectorised across k; blocked over r like sum_range.
 template <typename T>
 void sum_columns(const T* in, T* out, int64_t R, int64_t K) {
   using A = acc_type<T>;
@@ -94,12 +106,18 @@ void sum_columns(const T* in, T* out, int64_t R, int64_t K) {
     int threads = omp_get_num_threads(), id = omp_get_thread_num();
     int64_t chunk = (K + threads - 1) / threads;
     int64_t begin = std::min<int64_t>(K, id * chunk), end = std::min<int64_t>(K, begin + chunk);
-    std::vector<A> acc(end - begin, A(0));
-    for (int64_t r = 0; r < R; ++r) {
-      const T* row = in + r * K + begin;
-      for (int64_t k = 0; k < end - begin; ++k) acc[k] += static_cast<A>(row[k]);
+    const int64_t n = end - begin;
+    std::vector<A> acc(n);
+    std::vector<double> total(n, 0.0);
+    for (int64_t b = 0; b < R; b += kBlock) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t r = b; r < std::min(R, b + kBlock); ++r) {
+        const T* row = in + r * K + begin;
+        for (int64_t k = 0; k < n; ++k) acc[k] += static_cast<A>(row[k]);
+      }
+      for (int64_t k = 0; k < n; ++k) total[k] += static_cast<double>(acc[k]);
     }
-    for (int64_t k = begin; k < end; ++k) out[k] = convert<T>(acc[k - begin]);
+    for (int64_t k = 0; k < n; ++k) out[begin + k] = convert<T>(total[k]);
   }
 }
 
@@ -131,7 +149,9 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   visit_floating(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
-    if (x.is_contiguous() && leading_dims(dims) && R > 1) {
+    // K == 1 (a full reduction) is one long row: sum_rows splits it across threads, while the
+    // column path would hand the whole of it to one thread.
+    if (x.is_contiguous() && leading_dims(dims) && R > 1 && K > 1) {
       sum_columns(x.data<T>(), o, R, K);
       return;
     }

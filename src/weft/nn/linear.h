@@ -1,0 +1,33 @@
+// Dense layers: Linear (an affine map) and Embedding (a table lookup), with PyTorch's default
+// initialisation. reset_parameters redraws them from `gen`.
+#pragma once
+#include "weft/core/random.h"
+#include "weft/nn/module.h"
+
+namespace weft::nn {
+
+// y = x W^T + b; W [out, in] ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_ with a = sqrt(5)), b likewise.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters(Generator& gen = default_generator());
+  std::string extra_repr() const override;
+
+  const int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when disabled
+};
+
+// indices (i64, any shape) -> indices.shape + [dim]; weight [num_embeddings, dim] ~ N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices) override;
+  void reset_parameters(Generator& gen = default_generator());
+  std::string extra_repr() const override;
+
+  const int64_t num_embeddings, embedding_dim;
+  Tensor weight;
+};
+
+}  // namespace weft::nn

@@ -1,0 +1,54 @@
+// GPT-2 style transformer pieces: causal self-attention with a fused q/k/v projection, the
+// feed-forward MLP, and the pre-LN block. Parameter names follow GPT-2 (attn.c_attn,
+// attn.c_proj, mlp.c_fc, mlp.c_proj, ln_1, ln_2) so GPT-2 checkpoints map by name (Hugging Face
+// stores these Linear weights transposed, as Conv1D). `bias` switches the Linear layers' biases;
+// dropout (training only) follows the attention and MLP outputs.
+#pragma once
+#include <memory>
+
+#include "weft/nn/activation.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/norm.h"
+
+namespace weft::nn {
+
+// x [B, T, dim] -> [B, T, dim]; each position attends to itself and the positions before it.
+// Dropout (training only) is applied to the output projection; attention-weight dropout would
+// need a dropout argument in scaled_dot_product_attention, which it does not have.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t dim, int64_t num_heads, double dropout = 0, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  const int64_t dim, num_heads;
+  std::shared_ptr<Linear> c_attn;  // dim -> 3 * dim: q, k, v side by side
+  std::shared_ptr<Linear> c_proj;  // dim -> dim
+  std::shared_ptr<Dropout> resid_dropout;
+};
+
+// Linear(dim, hidden) -> GELU(tanh) -> Linear(hidden, dim) -> Dropout.
+class FeedForward : public Module {
+ public:
+  FeedForward(int64_t dim, int64_t hidden, double dropout = 0, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Linear> c_fc;
+  std::shared_ptr<GELU> gelu;
+  std::shared_ptr<Linear> c_proj;
+  std::shared_ptr<Dropout> dropout;
+};
+
+// Pre-LN: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t dim, int64_t num_heads, int64_t mlp_ratio = 4, double dropout = 0, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<LayerNorm> ln_1;
+  std::shared_ptr<MultiheadAttention> attn;
+  std::shared_ptr<LayerNorm> ln_2;
+  std::shared_ptr<FeedForward> mlp;
+};
+
+}  // namespace weft::nn

@@ -1,0 +1,33 @@
+#include "weft/ops/conv.h"
+
+#include "weft/autograd/node.h"
+#include "weft/kernels/cpu/conv.h"
+#include "weft/kernels/cpu/reduce.h"
+
+namespace weft {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+// grad x needs the weight, grad weight needs x; the bias gradient (grad_out summed over N, OH, OW)
+// comes free with grad weight from oneDNN, and costs one reduction when it is the only one wanted.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  cpu::Conv2dParams p{options.stride, options.padding, options.dilation, options.groups};
+  Tensor out = cpu::conv2d(x, weight, bias, p);
+  record("conv2d", {x, weight, bias}, {out}, [x, weight, bias, p](const Grads& g) {
+    bool want_bias = bias.defined() && bias.requires_grad();
+    Tensor gx, gw, gb;
+    if (x.requires_grad()) gx = cpu::conv2d_backward_input(g[0], weight, x.shape(), p);
+    if (weight.requires_grad()) {
+      cpu::Conv2dWeightGrads w = cpu::conv2d_backward_weight(g[0], x, weight.shape(), want_bias, p);
+      gw = w.weight;
+      gb = w.bias;
+    } else if (want_bias) {
+      gb = cpu::sum(g[0], {0, 2, 3}, false);
+    }
+    return Grads{gx, gw, gb};
+  });
+  return out;
+}
+
+}  // namespace weft

@@ -1,0 +1,70 @@
+#include "weft/ops/loss.h"
+
+#include <limits>
+
+#include "weft/autograd/node.h"
+#include "weft/kernels/cpu/elementwise.h"
+#include "weft/kernels/cpu/reduce.h"
+#include "weft/kernels/cpu/softmax.h"
+
+namespace weft {
+
+using autograd::record;
+using cpu::Binary;
+using cpu::Unary;
+using Grads = std::vector<Tensor>;
+
+// log_softmax and nll in one kernel each way: the probabilities are never materialised, and
+// the backward is (softmax - smoothed one-hot) * g / count from the saved log-sum-exp.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing) {
+  WEFT_CHECK(label_smoothing >= 0 && label_smoothing <= 1, ValueError,
+             "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  cpu::CrossEntropyForward f = cpu::cross_entropy_forward(logits, target, ignore_index, label_smoothing);
+  Tensor out;
+  double scale = 1;
+  if (reduction == Reduction::none) {
+    out = Tensor::empty(f.loss.shape(), logits.dtype()).copy_(f.loss);
+  } else {
+    double total = cpu::sum(f.loss, {}, false).item();
+    if (reduction == Reduction::mean) {
+      // No counted target: the mean is 0/0 (NaN, as PyTorch), and nothing gets a gradient.
+      total = f.count > 0 ? total / static_cast<double>(f.count) : std::numeric_limits<double>::quiet_NaN();
+      scale = f.count > 0 ? 1.0 / static_cast<double>(f.count) : 0.0;
+    }
+    out = Tensor::scalar(total, logits.dtype());
+  }
+  record("cross_entropy", {logits, target}, {out},
+         [logits = logits.detach(), target, lse = f.lse, scale, ignore_index, label_smoothing](const Grads& g) {
+           return Grads{cpu::cross_entropy_backward(g[0], scale, logits, target, lse, ignore_index, label_smoothing),
+                        Tensor()};
+         });
+  return out;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  WEFT_CHECK(input.defined() && target.defined(), ValueError, "mse_loss: undefined tensor");
+  WEFT_CHECK(input.shape() == target.shape(), ShapeError, "mse_loss: input ", shape_str(input.shape()),
+             " and target ", shape_str(target.shape()),
+             " must have exactly the same shape (no broadcasting; reshape one if that was intended)");
+  WEFT_CHECK(input.dtype() == target.dtype(), DTypeError, "mse_loss: input is ", dtype_name(input.dtype()),
+             " but target is ", dtype_name(target.dtype()));
+  Tensor diff = cpu::binary(Binary::sub, input, target);
+  Tensor out = cpu::unary(Unary::square, diff);
+  // d/d input = 2 (input - target) g, divided by the element count for the mean.
+  double scale = 2;
+  if (reduction != Reduction::none) out = cpu::sum(out, {}, false);
+  if (reduction == Reduction::mean) {
+    const double n = static_cast<double>(input.numel());
+    out = cpu::mul(out, 1.0 / n);
+    scale /= n;
+  }
+  record("mse_loss", {input, target}, {out},
+         [diff, scale, need_input = input.requires_grad(), need_target = target.requires_grad()](const Grads& g) {
+           Tensor grad = cpu::mul(cpu::mul(diff, g[0]), scale);
+           return Grads{need_input ? grad : Tensor(), need_target ? cpu::unary(Unary::neg, grad) : Tensor()};
+         });
+  return out;
+}
+
+}  // namespace weft

@@ -1,0 +1,46 @@
+#include "weft/ops/pool.h"
+
+#include "weft/autograd/grad_mode.h"
+#include "weft/autograd/node.h"
+#include "weft/kernels/cpu/pool.h"
+
+namespace weft {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+static cpu::Pool2dParams params(const Pool2dOptions& o) {
+  cpu::Pool2dParams p{o.kernel, o.kernel, o.padding};
+  for (int i = 0; i < 2; ++i)
+    if (o.stride[i] != 0) p.stride[i] = o.stride[i];
+  return p;
+}
+
+// The workspace (which input won each window) is only kept when a backward will read it.
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  cpu::Pool2dParams p = params(options);
+  cpu::MaxPool2dResult r = cpu::max_pool2d(x, p, is_grad_enabled() && x.requires_grad());
+  record("max_pool2d", {x}, {r.out}, [shape = x.shape(), workspace = r.workspace, p](const Grads& g) {
+    return Grads{cpu::max_pool2d_backward(g[0], workspace, shape, p)};
+  });
+  return r.out;
+}
+
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  cpu::Pool2dParams p = params(options);
+  Tensor out = cpu::avg_pool2d(x, p);
+  record("avg_pool2d", {x}, {out}, [shape = x.shape(), p](const Grads& g) {
+    return Grads{cpu::avg_pool2d_backward(g[0], shape, p)};
+  });
+  return out;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+  Tensor out = cpu::adaptive_avg_pool2d(x, output_size);
+  record("adaptive_avg_pool2d", {x}, {out}, [shape = x.shape()](const Grads& g) {
+    return Grads{cpu::adaptive_avg_pool2d_backward(g[0], shape)};
+  });
+  return out;
+}
+
+}  // namespace weft

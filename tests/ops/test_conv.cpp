@@ -1,0 +1,192 @@
+#include <gmock/gmock.h>
+
+#include "gradcheck.h"
+#include "weft/kernels/cpu/conv.h"
+#include "weft/ops/conv.h"
+
+namespace weft {
+namespace {
+
+using cpu::Conv2dParams;
+using testing::expect_gradcheck;
+using testing::randn64;
+
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
+  Generator gen(seed);
+  return Tensor::randn(shape, gen, dtype);
+}
+
+Tensor cast(const Tensor& t, DType dtype) { return t.defined() ? Tensor::empty(t.shape(), dtype).copy_(t) : t; }
+
+void expect_close(const Tensor& actual, const Tensor& expected, double atol, double rtol, const std::string& what) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  int failures = 0;
+  for (size_t i = 0; i < a.size() && failures < 5; ++i)
+    if (!(std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]))) {
+      ADD_FAILURE() << what << ": element " << i << " is " << a[i] << ", expected " << e[i];
+      ++failures;
+    }
+}
+
+struct Case {
+  Shape x, w;
+  Conv2dParams p;
+  bool bias;
+};
+
+// Default, strided + padded, asymmetric, dilated, grouped, depthwise, 1x1, and the CNN's first layer.
+std::vector<Case> cases() {
+  return {
+      {{2, 3, 7, 7}, {4, 3, 3, 3}, {}, true},
+      {{2, 3, 8, 8}, {4, 3, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}, false},
+      {{1, 4, 9, 6}, {6, 4, 2, 3}, {{2, 1}, {0, 1}, {1, 1}, 1}, true},
+      {{2, 2, 9, 9}, {3, 2, 3, 3}, {{1, 1}, {2, 2}, {2, 2}, 1}, true},
+      {{2, 4, 6, 6}, {6, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}, true},
+      {{1, 4, 5, 5}, {4, 1, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 4}, false},
+      {{2, 5, 4, 4}, {3, 5, 1, 1}, {}, true},
+      {{2, 1, 28, 28}, {8, 1, 3, 3}, {}, true},
+  };
+}
+
+std::string describe(const Case& c) {
+  return str("x ", shape_str(c.x), " w ", shape_str(c.w), " stride ", c.p.stride[0], ",", c.p.stride[1], " pad ",
+             c.p.padding[0], ",", c.p.padding[1], " dilation ", c.p.dilation[0], ",", c.p.dilation[1], " groups ",
+             c.p.groups, c.bias ? " bias" : "");
+}
+
+// Forward, grad input and grad weight (+ bias) of the oneDNN path against the f64 reference loops
+// run on the same (dtype-rounded) values.
+void expect_onednn_matches_reference(DType dtype, double atol, double rtol) {
+  uint64_t seed = 10;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(describe(c));
+    Tensor x = cast(randn(c.x, seed++), dtype), w = cast(randn(c.w, seed++), dtype);
+    Tensor b = c.bias ? cast(randn({c.w[0]}, seed++), dtype) : Tensor();
+    Tensor out = cpu::conv2d(x, w, b, c.p);
+    EXPECT_EQ(out.dtype(), dtype);
+    Tensor x64 = cast(x, DType::f64), w64 = cast(w, DType::f64), b64 = cast(b, DType::f64);
+    expect_close(out, cpu::reference::conv2d(x64, w64, b64, c.p), atol, rtol, "forward");
+
+    Tensor go = cast(randn(out.shape(), seed++), dtype), go64 = cast(go, DType::f64);
+    expect_close(cpu::conv2d_backward_input(go, w, c.x, c.p),
+                 cpu::reference::conv2d_backward_input(go64, w64, c.x, c.p), atol, rtol, "grad input");
+    cpu::Conv2dWeightGrads grads = cpu::conv2d_backward_weight(go, x, c.w, c.bias, c.p);
+    cpu::Conv2dWeightGrads expected = cpu::reference::conv2d_backward_weight(go64, x64, c.w, c.bias, c.p);
+    expect_close(grads.weight, expected.weight, atol, rtol, "grad weight");
+    EXPECT_EQ(grads.bias.defined(), c.bias);
+    if (c.bias) expect_close(grads.bias, expected.bias, atol, rtol, "grad bias");
+  }
+}
+
+TEST(Conv2d, OneDnnF32MatchesReference) { expect_onednn_matches_reference(DType::f32, 1e-4, 1e-4); }
+
+// bf16 products are exact in f32 and oneDNN accumulates in f32, so the error is the final rounding
+// to bf16 (2^-9 relative) plus f32 accumulation over up to a few thousand terms (grad weight).
+TEST(Conv2d, OneDnnBf16MatchesReference) { expect_onednn_matches_reference(DType::bf16, 2e-2, 8e-3); }
+
+TEST(Conv2d, F16ComputesInF32) {
+  Tensor x = cast(randn({2, 3, 6, 6}, 1), DType::f16), w = cast(randn({4, 3, 3, 3}, 2), DType::f16);
+  Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
+  Tensor out = cpu::conv2d(x, w, Tensor(), p);
+  EXPECT_EQ(out.dtype(), DType::f16);
+  expect_close(out, cpu::reference::conv2d(cast(x, DType::f64), cast(w, DType::f64), Tensor(), p), 1e-2, 2e-3,
+               "f16 forward");
+}
+
+TEST(Conv2d, NonContiguousInputsAreMadeContiguous) {
+  Tensor x = randn({2, 6, 6, 3}, 3).permute({0, 3, 1, 2});  // NHWC memory seen as NCHW
+  Tensor w = randn({3, 4, 3, 3}, 4).transpose(0, 1);        // [4, 3, 3, 3], not contiguous
+  Tensor b = randn({8}, 5).slice(0, 0, 8, 2);               // [4], stride 2
+  ASSERT_FALSE(x.is_contiguous());
+  ASSERT_FALSE(w.is_contiguous());
+  ASSERT_FALSE(b.is_contiguous());
+  Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
+  expect_close(conv2d(x, w, b, {{1, 1}, {1, 1}, {1, 1}, 1}),
+               cpu::reference::conv2d(cast(x, DType::f64), cast(w, DType::f64), cast(b, DType::f64), p), 1e-4,
+               1e-4, "strided inputs");
+}
+
+TEST(Conv2dGrad, InputWeightBias) {
+  Tensor x = randn64({2, 3, 5, 5}, 1), w = randn64({4, 3, 3, 3}, 2), b = randn64({4}, 3);
+  expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2]); }, {x, w, b});
+}
+
+TEST(Conv2dGrad, StridePaddingDilation) {
+  Tensor x = randn64({2, 2, 7, 6}, 4), w = randn64({3, 2, 3, 2}, 5), b = randn64({3}, 6);
+  expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{2, 1}, {1, 2}, {1, 1}, 1}); }, {x, w, b});
+  expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{1, 1}, {2, 1}, {2, 2}, 1}); }, {x, w, b});
+}
+
+TEST(Conv2dGrad, Groups) {
+  Tensor x = randn64({2, 4, 5, 5}, 7), w = randn64({4, 2, 3, 3}, 8), b = randn64({4}, 9);
+  expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{2, 2}, {1, 1}, {1, 1}, 2}); }, {x, w, b});
+  Tensor wd = randn64({4, 1, 3, 3}, 10);
+  expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], {}, {{1, 1}, {1, 1}, {1, 1}, 4}); }, {x, wd});
+}
+
+// The f32 oneDNN backward, reached through autograd, against the f64 reference backward.
+TEST(Conv2dGrad, F32BackwardMatchesF64Reference) {
+  Conv2dOptions o{{2, 1}, {1, 1}, {1, 2}, 2};
+  Conv2dParams p{o.stride, o.padding, o.dilation, o.groups};
+  Tensor x = randn({2, 4, 9, 8}, 11).requires_grad_(), w = randn({6, 2, 3, 3}, 12).requires_grad_();
+  Tensor b = randn({6}, 13).requires_grad_();
+  Tensor out = conv2d(x, w, b, o);
+  Tensor go = randn(out.shape(), 14);
+  out.backward(go);
+  Tensor x64 = cast(x.detach(), DType::f64), w64 = cast(w.detach(), DType::f64), go64 = cast(go, DType::f64);
+  expect_close(x.grad(), cpu::reference::conv2d_backward_input(go64, w64, x.shape(), p), 1e-4, 1e-4, "grad x");
+  cpu::Conv2dWeightGrads expected = cpu::reference::conv2d_backward_weight(go64, x64, w.shape(), true, p);
+  expect_close(w.grad(), expected.weight, 1e-4, 1e-4, "grad weight");
+  expect_close(b.grad(), expected.bias, 1e-4, 1e-4, "grad bias");
+}
+
+TEST(Conv2dGrad, OnlyRequestedGradients) {
+  Tensor x = randn({2, 3, 6, 6}, 15), w = randn({4, 3, 3, 3}, 16), b = randn({4}, 17).requires_grad_();
+  Tensor out = conv2d(x, w, b);
+  Tensor go = randn(out.shape(), 18);
+  out.backward(go);
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+  expect_close(b.grad(),
+               cpu::reference::conv2d_backward_weight(cast(go, DType::f64), cast(x, DType::f64), w.shape(), true, {})
+                   .bias,
+               1e-4, 1e-4, "bias-only grad");
+}
+
+template <typename E, typename Fn>
+void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an exception";
+  } catch (const E& e) {
+    for (const std::string& part : parts) EXPECT_THAT(e.what(), ::testing::HasSubstr(part));
+  }
+}
+
+TEST(Conv2dErrors, BadInputsNameTheOpAndShapes) {
+  Tensor x = randn({2, 4, 5, 5}, 19), w = randn({6, 2, 3, 3}, 20);
+  expect_error<ShapeError>([&] { conv2d(randn({4, 5, 5}, 21), w); }, {"conv2d", "rank 4", "[4, 5, 5]"});
+  expect_error<ShapeError>([&] { conv2d(x, randn({6, 2, 3}, 22)); }, {"conv2d", "weight", "[6, 2, 3]"});
+  expect_error<ShapeError>([&] { conv2d(x, w, {}, {{1, 1}, {0, 0}, {1, 1}, 1}); },
+                           {"conv2d", "[2, 4, 5, 5]", "[6, 2, 3, 3]", "groups=1"});
+  expect_error<ShapeError>([&] { conv2d(x, randn({5, 1, 3, 3}, 23), {}, {{1, 1}, {0, 0}, {1, 1}, 4}); },
+                           {"conv2d", "[5, 1, 3, 3]", "groups=4"});
+  expect_error<ShapeError>([&] { conv2d(x, randn({6, 4, 7, 7}, 24), {}, {{1, 1}, {0, 0}, {1, 1}, 1}); },
+                           {"conv2d", "[2, 4, 5, 5]", "[6, 4, 7, 7]", "padded input"});
+  expect_error<ShapeError>([&] { conv2d(x, randn({6, 4, 3, 3}, 25), {}, {{1, 1}, {0, 0}, {3, 3}, 1}); },
+                           {"conv2d", "dilation [3, 3]", "padded input"});
+  expect_error<ValueError>([&] { conv2d(x, w, {}, {{0, 1}, {0, 0}, {1, 1}, 2}); }, {"conv2d", "stride", "[0, 1]"});
+  expect_error<ValueError>([&] { conv2d(x, w, {}, {{1, -2}, {0, 0}, {1, 1}, 2}); }, {"conv2d", "stride", "[1, -2]"});
+  expect_error<ValueError>([&] { conv2d(x, w, {}, {{1, 1}, {-1, 0}, {1, 1}, 2}); }, {"conv2d", "padding"});
+  expect_error<ValueError>([&] { conv2d(x, w, {}, {{1, 1}, {0, 0}, {1, 1}, 0}); }, {"conv2d", "groups"});
+  expect_error<ShapeError>([&] { conv2d(x, w, randn({5}, 26), {{1, 1}, {0, 0}, {1, 1}, 2}); },
+                           {"conv2d", "bias", "[5]"});
+  expect_error<DTypeError>([&] { conv2d(x, cast(w, DType::bf16), {}, {{1, 1}, {0, 0}, {1, 1}, 2}); },
+                           {"conv2d", "f32", "bf16"});
+  expect_error<DTypeError>([&] { conv2d(cast(x, DType::i32), cast(w, DType::i32), {}, {{1, 1}, {0, 0}, {1, 1}, 2}); },
+                           {"conv2d", "i32"});
+}
+
+}  // namespace
+}  // namespace weft
