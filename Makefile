@@ -26,6 +26,7 @@ test-fast: build
 	@cd build && ctest --output-on-failure -j $(JOBS)
 
 bench: build
+	@scripts/setup --bench
 	@for b in build/bench/bench_*; do echo "== $$b"; $$b; done
 
 clean:
