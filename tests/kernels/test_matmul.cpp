@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "weft/core/random.h"
+#include "weft/core/threads.h"
 #include "weft/kernels/cpu/matmul.h"
 
 namespace weft {
@@ -103,6 +104,10 @@ TEST(MatmulKernel, RepeatedCallsReuseTheCachedPrimitive) {
   Tensor a = randn({8, 16}, 70), b = randn({16, 4}, 71);
   Tensor first = cpu::matmul(a, b);
   for (int i = 0; i < 3; ++i) expect_close(cpu::matmul(a, b), first, 0, 0);
+  const int threads = get_num_threads();  // a primitive is built for a thread count: a new key
+  set_num_threads(1);
+  expect_close(cpu::matmul(a, b), first, 1e-6, 1e-6);
+  set_num_threads(threads);
   expect_close(cpu::matmul(randn({8, 16}, 72), b), cpu::reference::matmul(randn({8, 16}, 72), b), 1e-4, 1e-4);
 }
 
