@@ -1,6 +1,7 @@
 // The backward engine: accumulation into .grad, grad mode, retain_graph and the release of saved
 // tensors, detach, the grad-ready hooks DDP relies on (once per leaf, final value, reverse order of
 // use), and the errors for misuse.
+#include "expect_error.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,18 +31,8 @@ V grad_of(const Tensor& t) {
   return t.grad().defined() ? t.grad().to_vector<double>() : V{};
 }
 
-template <typename ErrorType, typename Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const ErrorType& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using weft::testing::message_of;
+using weft::testing::contains;
 
 TEST(AutogradTest, LeavesAndRecordedOutputs) {
   Tensor x = leaf({1, 2});

@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "weft/core/allocator.h"
 
 #include <gtest/gtest.h>
@@ -36,17 +37,7 @@ constexpr int64_t MiB = 1024 * KiB;
 uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 char* bytes(void* p) { return static_cast<char*>(p); }
 
-// Expects `call` to throw ErrorType and returns its message, so a test can check what it says.
-template <typename ErrorType, typename Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const ErrorType& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return {};
-}
+using weft::testing::message_of;
 
 TEST(CachingAllocatorTest, PointersAre64ByteAlignedAndUniqueForEverySize) {
   CachingAllocator a;

@@ -1,5 +1,6 @@
 // Tensor metadata, views (which must share storage and only change shape / strides / offset),
 // copies, dtype conversion, element access, printing and random factories.
+#include "expect_error.h"
 #include "weft/core/tensor.h"
 
 #include <gtest/gtest.h>
@@ -20,19 +21,8 @@ namespace {
 
 using V = std::vector<double>;
 
-// Expects `call` to throw ErrorType and returns its message.
-template <typename ErrorType, typename Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const ErrorType& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using weft::testing::message_of;
+using weft::testing::contains;
 
 Tensor iota(const Shape& shape, DType dtype = DType::f32) { return Tensor::arange(numel(shape), dtype).view(shape); }
 

@@ -2,6 +2,7 @@
 // strided loop distinguishes: contiguous, transposed, sliced with a step, broadcast by shape
 // (row, column, scalar) or by a stride-0 view, at odd small sizes and at sizes large enough to be
 // split across threads.
+#include "expect_error.h"
 #include "weft/kernels/cpu/elementwise.h"
 
 #include <gtest/gtest.h>
@@ -307,18 +308,8 @@ TEST(ElementwiseTest, InPlaceAndAxpyMatchReference) {
   EXPECT_THROW(axpy_(a, 1.0, Tensor::zeros({3}, DType::f64)), DTypeError);
 }
 
-template <typename ErrorType, typename Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const ErrorType& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using weft::testing::message_of;
+using weft::testing::contains;
 
 TEST(ElementwiseTest, ErrorsNameWhatWasWrong) {
   Tensor f32 = Tensor::zeros({2, 3}), f64 = Tensor::zeros({2, 3}, DType::f64);
