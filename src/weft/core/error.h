@@ -18,6 +18,10 @@ class DeviceError : public Error { using Error::Error; };
 class IndexError : public Error { using Error::Error; };
 class ValueError : public Error { using Error::Error; };
 class OutOfMemoryError : public Error { using Error::Error; };
+// A file that cannot be opened, read or written (the message names the path and errno's text).
+class IOError : public Error { using Error::Error; };
+// A file whose content is malformed (wrong magic, truncated, inconsistent header).
+class FormatError : public Error { using Error::Error; };
 
 // Concatenates anything streamable: str("expected ", a, ", got ", b).
 template <typename... Args>
