@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build build-asan test test-fast bench clean
+.PHONY: setup build build-asan demo test test-fast bench clean
 
 setup:
 	@scripts/setup
@@ -15,6 +15,12 @@ build: setup
 build-asan: setup
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS) --target weft_tests
+
+# Trains the CNN on Fashion-MNIST for two epochs, then evaluates the saved checkpoint.
+DEMO_OUT ?= runs/demo
+demo: build
+	@build/weft train --model cnn --epochs 2 --out $(DEMO_OUT)
+	@build/weft eval --checkpoint $(DEMO_OUT)
 
 # The whole suite on the optimised build, then again under the sanitizers.
 test: build build-asan
@@ -28,6 +34,8 @@ test-fast: build
 bench: build
 	@scripts/setup --bench
 	@for b in build/bench/bench_*; do echo "== $$b"; $$b; done
+	@echo "== bench/train_vs_pytorch.py"
+	@OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/train_vs_pytorch.py build/weft
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan runs

@@ -1,0 +1,85 @@
+# Fashion-MNIST training throughput, weft against PyTorch 1.13 in the same run: the same MLP and
+# CNN (`weft train --model mlp|cnn`), batch 128, AdamW, 2 threads, the same number of batches.
+#
+#   OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/train_vs_pytorch.py build/weft
+#
+# PyTorch gets its best configuration here: 2 intra-op threads (Debian's build defaults to 1),
+# OpenBLAS pinned to one thread and to its AVX-512 kernels (the environment otherwise selects
+# AVX2), and the whole training set pre-normalised in one tensor, so that its data path costs
+# only an index. weft normalises each batch from the u8 images in its background loader.
+# Both figures are samples/s over the training loop only, after the same warm-up.
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import torch
+
+BATCHES = int(os.environ.get("BATCHES", "300"))
+WARMUP = 20
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return torch.frombuffer(bytearray(raw[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
+
+
+def torch_model(name):
+    nn = torch.nn
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                             nn.Linear(256, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def torch_samples_per_s(name, images, labels):
+    torch.manual_seed(0)
+    model = torch_model(name)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    order = torch.randperm(len(labels))
+    start = None
+    for i in range(WARMUP + BATCHES):
+        if i == WARMUP:
+            start = time.perf_counter()
+        idx = order[i * 128:(i + 1) * 128]
+        loss = torch.nn.functional.cross_entropy(model(images[idx]), labels[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return BATCHES * 128 / (time.perf_counter() - start)
+
+
+def weft_samples_per_s(weft, name):
+    # weft's figure covers every batch it trained, so it trains WARMUP more and the warm-up's
+    # cost (first-call oneDNN primitive creation) is included: a slight handicap for weft.
+    out = subprocess.run([weft, "train", "--model", name, "--epochs", "1", "--threads", "2", "--optimizer", "adamw",
+                          "--batch-size", "128", "--limit-train-batches", str(WARMUP + BATCHES), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["train_samples_per_s"]
+
+
+def main():
+    weft = sys.argv[1] if len(sys.argv) > 1 else "build/weft"
+    torch.set_num_threads(2)
+    images = ((read_idx(f"{DATA}/train-images-idx3-ubyte.gz").float() / 255 - 0.2860) / 0.3530).unsqueeze(1)
+    labels = read_idx(f"{DATA}/train-labels-idx1-ubyte.gz").long()
+    print(f"Fashion-MNIST training, batch 128, AdamW, 2 threads, {BATCHES} batches after {WARMUP} warm-up")
+    print(f"torch {torch.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
+    print(f"{'model':6} {'weft samples/s':>15} {'torch samples/s':>16} {'ratio':>7} {'target':>7}")
+    for name, target in (("mlp", 1.5), ("cnn", 1.2)):
+        w = weft_samples_per_s(weft, name)
+        t = torch_samples_per_s(name, images, labels)
+        print(f"{name:6} {w:15.0f} {t:16.0f} {w / t:6.2f}x {target:6.1f}x")
+
+
+if __name__ == "__main__":
+    main()

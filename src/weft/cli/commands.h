@@ -1,0 +1,12 @@
+// Registration of weft's subcommands on the CLI11 app. Each add_* registers its subcommands and,
+// when one of them is parsed, sets `run` to the function that executes it.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace weft::cli {
+
+void add_train_commands(CLI::App& app, std::function<void()>& run);  // train, eval, info
+
+}  // namespace weft::cli

@@ -1,0 +1,37 @@
+// `weft`: one command line for everything weft does. Each subcommand lives in its own file and
+// only parses flags, calls the layers below, and prints. Errors a user can cause (bad flags, bad
+// files, bad values) print one line on stderr and exit with status 2; anything else is a bug
+// and exits with 1.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "weft/cli/commands.h"
+#include "weft/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft: train, inspect and evaluate models, and see what the hardware does"};
+  app.require_subcommand(1);
+  std::function<void()> run;
+  weft::cli::add_train_commands(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "weft: " << e.what() << " (see weft --help)\n";
+    return 2;
+  }
+  try {
+    run();
+  } catch (const weft::Error& e) {
+    std::cerr << "weft: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "weft: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

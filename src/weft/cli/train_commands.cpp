@@ -1,0 +1,151 @@
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/cli/commands.h"
+#include "weft/core/allocator.h"
+#include "weft/core/threads.h"
+#include "weft/data/dataset.h"
+#include "weft/monitor/progress.h"
+#include "weft/monitor/system.h"
+#include "weft/nn/models.h"
+#include "weft/train/checkpoint.h"
+#include "weft/train/trainer.h"
+
+namespace weft::cli {
+
+namespace {
+
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100 * fraction);
+  return buf;
+}
+
+void train(const train::ClassifierOptions& options, bool json) {
+  train::TrainResult r = train::train_classifier(options, std::cout, monitor::stdout_is_terminal());
+  std::cout << "test accuracy " << percent(r.test_accuracy) << " (loss " << r.test_loss << ")\n"
+            << "wall time " << r.wall_s << " s, training " << static_cast<int64_t>(r.train_samples_per_s)
+            << " samples/s\n"
+            << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
+            << format_bytes(r.peak_rss_bytes) << "\n";
+  if (!options.out_dir.empty())
+    std::cout << "checkpoint: " << options.out_dir << "/model.safetensors (resume with --resume " << options.out_dir
+              << ")\nlogs: " << options.out_dir << "/metrics.jsonl and TensorBoard events (tensorboard --logdir "
+              << options.out_dir << ")\n";
+  if (json) {
+    nlohmann::json out = {{"model", options.model}, {"epochs", options.epochs}, {"batch_size", options.batch_size},
+                          {"optimizer", options.optimizer}, {"steps", r.steps}, {"test_accuracy", r.test_accuracy},
+                          {"test_loss", r.test_loss}, {"train_samples_per_s", r.train_samples_per_s},
+                          {"wall_s", r.wall_s}, {"peak_allocated_bytes", r.peak_allocated_bytes},
+                          {"peak_rss_bytes", r.peak_rss_bytes}, {"params", r.params}, {"out", options.out_dir}};
+    std::cout << out.dump() << "\n";
+  }
+}
+
+void eval(const std::string& checkpoint, std::string model_name, const std::string& dataset, const std::string& data_dir,
+          int64_t batch_size, bool json) {
+  train::Weights weights = train::load_weights(checkpoint);
+  if (model_name.empty()) model_name = weights.model_name;
+  WEFT_CHECK(!model_name.empty(), ValueError, checkpoint, " does not say which model it holds; pass --model mlp|cnn");
+  auto model = nn::make_image_classifier(model_name);
+  model->load_state_dict(weights.state);
+  data::ImageDataset test_data = train::load_image_dataset(dataset, data_dir, false);
+  train::EvalResult r = train::evaluate_classifier(*model, test_data, batch_size);
+  std::cout << model_name << " on " << r.samples << " test images: accuracy " << percent(r.accuracy) << ", loss "
+            << r.loss << "\n";
+  if (json)
+    std::cout << nlohmann::json{{"model", model_name}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}}.dump()
+              << "\n";
+}
+
+// Each tensor, then the seeds' arithmetic: what the same parameters take in each number format.
+void info(const std::string& path, bool json) {
+  train::Weights weights = train::load_weights(path);
+  int64_t params = 0, bytes = 0;
+  nlohmann::json tensors = nlohmann::json::array();
+  if (!json) std::printf("%-24s %-6s %-18s %12s\n", "tensor", "dtype", "shape", "bytes");
+  for (const auto& [name, t] : weights.state) {
+    params += t.numel();
+    bytes += t.nbytes();
+    std::string shape = "[";
+    for (size_t i = 0; i < t.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape()[i]);
+    shape += "]";
+    if (json) tensors.push_back({{"name", name}, {"dtype", dtype_name(t.dtype())}, {"shape", t.shape()}, {"bytes", t.nbytes()}});
+    else std::printf("%-24s %-6s %-18s %12ld\n", name.c_str(), dtype_name(t.dtype()), shape.c_str(), long(t.nbytes()));
+  }
+  const std::pair<const char*, double> formats[] = {{"f32", 4}, {"f16", 2}, {"bf16", 2}, {"int8", 1}, {"int4", 0.5}};
+  if (json) {
+    nlohmann::json sizes;
+    for (auto [format, per_param] : formats) sizes[format] = static_cast<int64_t>(params * per_param);
+    std::cout << nlohmann::json{{"model", weights.model_name}, {"tensors", tensors}, {"params", params},
+                                {"bytes", bytes}, {"bytes_by_format", sizes}}.dump()
+              << "\n";
+    return;
+  }
+  std::cout << "\n" << params << " parameters, " << format_bytes(bytes) << " as stored"
+            << (weights.model_name.empty() ? "" : " (model " + weights.model_name + ")") << "\n";
+  for (auto [format, per_param] : formats)
+    std::printf("  in %-5s %ld params x %.1f bytes = %s\n", format, long(params), per_param,
+                format_bytes(static_cast<int64_t>(params * per_param)).c_str());
+}
+
+}  // namespace
+
+void add_train_commands(CLI::App& app, std::function<void()>& run) {
+  auto options = std::make_shared<train::ClassifierOptions>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* t = app.add_subcommand("train", "train an image classifier on Fashion-MNIST (or MNIST)");
+  t->add_option("--model", options->model, "mlp | cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  t->add_option("--epochs", options->epochs)->capture_default_str();
+  t->add_option("--batch-size", options->batch_size)->capture_default_str();
+  t->add_option("--lr", options->lr, "learning rate (default: adamw 1e-3, sgd 0.05)");
+  t->add_option("--optimizer", options->optimizer, "adamw | sgd (momentum 0.9)")
+      ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
+  t->add_option("--schedule", options->schedule, "constant | step (x0.5 per epoch) | cosine")
+      ->check(CLI::IsMember({"constant", "step", "cosine"}))->capture_default_str();
+  t->add_option("--seed", options->seed)->capture_default_str();
+  t->add_option("--threads", options->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
+  t->add_option("--dataset", options->dataset, "fashion-mnist | mnist (the normalisation statistics)")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+  t->add_option("--data-dir", options->data_dir, "IDX files, .gz or not")->capture_default_str();
+  t->add_option("--out", options->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
+  t->add_option("--resume", options->resume_dir, "continue the run saved in this directory");
+  t->add_option("--limit-train-batches", options->limit_train_batches, "train on the first N batches of each epoch");
+  t->add_option("--log-every", options->log_every, "steps between log records")->capture_default_str();
+  t->add_option("--prefetch", options->prefetch, "batches prepared ahead in the background")->capture_default_str();
+  t->add_flag("--json", *json, "print the result as one JSON object on the last line");
+  t->callback([&run, options, json] { run = [options, json] { train(*options, *json); }; });
+
+  auto checkpoint = std::make_shared<std::string>();
+  auto model = std::make_shared<std::string>();
+  auto dataset = std::make_shared<std::string>(train::ClassifierOptions{}.dataset);
+  auto data_dir = std::make_shared<std::string>(train::ClassifierOptions{}.data_dir);
+  auto batch_size = std::make_shared<int64_t>(1000);
+  auto threads = std::make_shared<int>(0);
+  CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");
+  e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")->required();
+  e->add_option("--model", *model, "mlp | cnn (default: what the checkpoint says)")->check(CLI::IsMember({"mlp", "cnn"}));
+  e->add_option("--dataset", *dataset)->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+  e->add_option("--data-dir", *data_dir)->capture_default_str();
+  e->add_option("--batch-size", *batch_size)->capture_default_str()->check(CLI::PositiveNumber);
+  e->add_option("--threads", *threads)->capture_default_str();
+  e->add_flag("--json", *json);
+  e->callback([&run, checkpoint, model, dataset, data_dir, batch_size, threads, json] {
+    run = [=] {
+      if (*threads > 0) set_num_threads(*threads);
+      eval(*checkpoint, *model, *dataset, *data_dir, *batch_size, *json);
+    };
+  });
+
+  auto path = std::make_shared<std::string>();
+  CLI::App* i = app.add_subcommand("info", "the tensors in a safetensors file and the model's size per number format");
+  i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required();
+  i->add_flag("--json", *json);
+  i->callback([&run, path, json] { run = [=] { info(*path, *json); }; });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,66 @@
+#include "weft/data/sampler.h"
+
+#include <numeric>
+#include <utility>
+
+#include "weft/core/error.h"
+#include "weft/core/random.h"
+
+namespace weft::data {
+namespace {
+
+int64_t checked_size(int64_t size, const char* who) {
+  WEFT_CHECK(size >= 0, ValueError, who, ": expected a dataset size >= 0, found ", size);
+  return size;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> out(n);
+  std::iota(out.begin(), out.end(), int64_t{0});
+  return out;
+}
+
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  // The odd multiplier keeps (seed, epoch) and (seed + 1, epoch - 1) apart, unlike seed + epoch.
+  Generator gen(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+  std::vector<int64_t> out = iota(n);
+  for (int64_t i = n - 1; i > 0; --i) {
+    // Lemire's multiply-shift maps 64 random bits onto [0, i]; its bias (i / 2^64) is negligible.
+    auto j = static_cast<int64_t>((static_cast<unsigned __int128>(gen.next_u64()) * (i + 1)) >> 64);
+    std::swap(out[i], out[j]);
+  }
+  return out;
+}
+
+}  // namespace
+
+SequentialSampler::SequentialSampler(int64_t size) : size_(checked_size(size, "SequentialSampler")) {}
+
+std::vector<int64_t> SequentialSampler::indices(int64_t) const { return iota(size_); }
+
+RandomSampler::RandomSampler(int64_t size, uint64_t seed) : size_(checked_size(size, "RandomSampler")), seed_(seed) {}
+
+std::vector<int64_t> RandomSampler::indices(int64_t epoch) const { return permutation(size_, seed_, epoch); }
+
+DistributedSampler::DistributedSampler(int64_t size, int rank, int world_size, bool shuffle, uint64_t seed,
+                                       bool drop_last)
+    : dataset_size_(checked_size(size, "DistributedSampler")),
+      rank_(rank),
+      world_size_(world_size),
+      shuffle_(shuffle),
+      seed_(seed) {
+  WEFT_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, ValueError,
+             "DistributedSampler: expected world_size >= 1 and 0 <= rank < world_size, found rank ", rank,
+             " of world_size ", world_size);
+  per_rank_ = drop_last ? size / world_size : (size + world_size - 1) / world_size;
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+  std::vector<int64_t> all = shuffle_ ? permutation(dataset_size_, seed_, epoch) : iota(dataset_size_);
+  std::vector<int64_t> mine(per_rank_);
+  // Position p of the padded list is all[p % dataset_size]: padding repeats the head.
+  for (int64_t i = 0; i < per_rank_; ++i) mine[i] = all[(rank_ + i * world_size_) % dataset_size_];
+  return mine;
+}
+
+}  // namespace weft::data

@@ -1,0 +1,65 @@
+// Samplers: the order in which a DataLoader visits a dataset's samples, epoch by epoch.
+//
+// indices(epoch) returns size() sample numbers and depends only on the sampler's arguments and
+// the epoch (never on global RNG state or on earlier calls), so a resumed run and every rank of
+// a distributed run see exactly the order an uninterrupted single run would.
+//
+// Shuffles are Fisher–Yates driven by a weft::Generator seeded from (seed, epoch).
+// DistributedSampler follows torch.utils.data.DistributedSampler: every rank shuffles the full
+// list identically, pads it by repeating its head until world_size divides it (or drops the
+// tail with drop_last), and rank r takes positions r, r + world_size, r + 2 world_size, … So
+// every rank has the same number of batches (collectives stay in step), and before padding the
+// ranks' shares are disjoint and together cover the dataset.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace weft::data {
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
+  virtual int64_t size() const = 0;
+};
+
+// 0, 1, …, size-1 every epoch. Negative size → ValueError (as for the samplers below).
+class SequentialSampler : public Sampler {
+ public:
+  explicit SequentialSampler(int64_t size);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return size_; }
+
+ private:
+  int64_t size_;
+};
+
+// A permutation of 0..size-1, a different one each epoch.
+class RandomSampler : public Sampler {
+ public:
+  RandomSampler(int64_t size, uint64_t seed);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return size_; }
+
+ private:
+  int64_t size_;
+  uint64_t seed_;
+};
+
+class DistributedSampler : public Sampler {
+ public:
+  // `size` is the dataset's; a rank outside [0, world_size) or world_size < 1 → ValueError.
+  DistributedSampler(int64_t size, int rank, int world_size, bool shuffle, uint64_t seed, bool drop_last = false);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return per_rank_; }  // this rank's share
+
+ private:
+  int64_t dataset_size_;
+  int rank_;
+  int world_size_;
+  bool shuffle_;
+  uint64_t seed_;
+  int64_t per_rank_;
+};
+
+}  // namespace weft::data

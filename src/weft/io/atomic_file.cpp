@@ -1,0 +1,94 @@
+#include "weft/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+
+#include "weft/core/error.h"
+
+namespace weft::io {
+
+namespace {
+
+// Unique per process and per call, so two threads (or two processes) saving the same path at
+// once never write into one temporary.
+std::string temporary_path_for(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return str(path, ".tmp.", ::getpid(), ".", counter++);
+}
+
+void sync_directory_of(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw IOError(str("wrote ", path, " but cannot open its directory to sync it: ", std::strerror(errno)));
+  int rc = ::fsync(fd);
+  int error = errno;
+  ::close(fd);
+  // Filesystems that cannot fsync a directory say EINVAL; the rename is as durable as they allow.
+  if (rc != 0 && error != EINVAL)
+    throw IOError(str("wrote ", path, " but cannot sync its directory ", dir.string(), ": ", std::strerror(error)));
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write) {
+  const std::string temporary = temporary_path_for(path);
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    throw IOError(str("cannot write ", path, ": cannot create the temporary file ", temporary, ": ", std::strerror(errno)));
+  std::FILE* file = ::fdopen(fd, "wb");
+  if (file == nullptr) {
+    int error = errno;
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw IOError(str("cannot write ", path, ": ", std::strerror(error)));
+  }
+
+  errno = 0;
+  try {
+    write(file);
+  } catch (const IOError& e) {
+    std::fclose(file);
+    ::unlink(temporary.c_str());
+    throw IOError(str("cannot write ", path, ": ", e.what()));
+  } catch (...) {
+    std::fclose(file);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+
+  // stdio keeps only a sticky error flag; errno still holds the failed write's reason unless a
+  // later call overwrote it, and EIO stands in when nothing set it.
+  int error = 0;
+  if (std::ferror(file)) error = errno != 0 ? errno : EIO;
+  else if (std::fflush(file) != 0 || ::fsync(::fileno(file)) != 0) error = errno;
+  if (std::fclose(file) != 0 && error == 0) error = errno;
+  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(temporary.c_str());
+    throw IOError(str("cannot write ", path, ": ", std::strerror(error)));
+  }
+  sync_directory_of(path);
+}
+
+std::string read_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) throw IOError(str("cannot open ", path, ": ", std::strerror(errno)));
+  std::string content;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) content.append(buffer, n);
+  bool failed = std::ferror(file);
+  int error = errno;
+  std::fclose(file);
+  if (failed) throw IOError(str("cannot read ", path, ": ", std::strerror(error)));
+  return content;
+}
+
+}  // namespace weft::io

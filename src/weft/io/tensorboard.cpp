@@ -1,0 +1,263 @@
+#include "weft/io/tensorboard.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+
+#include "weft/core/error.h"
+
+namespace weft::io {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "records are written with memcpy as little-endian");
+
+constexpr std::array<uint32_t, 256> kCrcTable = [] {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t byte = 0; byte < 256; ++byte) {
+    uint32_t crc = byte;
+    for (int bit = 0; bit < 8; ++bit) crc = crc & 1 ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+    table[byte] = crc;
+  }
+  return table;
+}();
+
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3, kEndGroup = 4, kFixed32 = 5 };
+
+void put_varint(std::string& out, uint64_t value) {
+  for (; value >= 0x80; value >>= 7) out += static_cast<char>(value | 0x80);
+  out += static_cast<char>(value);
+}
+void put_key(std::string& out, uint32_t field, WireType wire) { put_varint(out, field << 3 | wire); }
+template <typename T>
+void put_fixed(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+void put_bytes(std::string& out, uint32_t field, std::string_view bytes) {
+  put_key(out, field, kLengthDelimited);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+std::string event_header(double wall_time, int64_t step) {
+  std::string event;
+  put_key(event, 1, kFixed64);
+  put_fixed(event, wall_time);
+  if (step != 0) {
+    put_key(event, 2, kVarint);
+    put_varint(event, static_cast<uint64_t>(step));
+  }
+  return event;
+}
+
+// A bounds-checked walk over bytes [pos, end) of a file; pos stays a file offset for messages.
+struct Cursor {
+  const std::string& path;
+  const uint8_t* bytes;
+  size_t pos, end;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FormatError(str(path, ": ", what, " at byte offset ", pos, "; the event file is corrupt"));
+  }
+  bool done() const { return pos == end; }
+  void need(uint64_t n) const {
+    if (n > end - pos) fail(str("need ", n, " more bytes but only ", end - pos, " remain"));
+  }
+  uint64_t varint() {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      need(1);
+      const uint8_t byte = bytes[pos++];
+      value |= static_cast<uint64_t>(byte & 0x7F) << shift;
+      if (!(byte & 0x80)) return value;
+    }
+    fail("varint longer than 10 bytes");
+  }
+  template <typename T>
+  T fixed() {
+    need(sizeof(T));
+    T value;
+    std::memcpy(&value, bytes + pos, sizeof value);
+    pos += sizeof value;
+    return value;
+  }
+  Cursor take(uint64_t n) {
+    need(n);
+    pos += n;
+    return {path, bytes, pos - n, pos};
+  }
+  Cursor length_delimited() { return take(varint()); }
+  std::pair<uint32_t, uint32_t> key() {
+    const uint64_t key = varint();
+    if (key >> 3 == 0 || key >> 3 > 0x1FFFFFFF) fail(str("invalid protobuf field number ", key >> 3));
+    return {static_cast<uint32_t>(key >> 3), static_cast<uint32_t>(key & 7)};
+  }
+  void skip(uint32_t field, uint32_t wire) {
+    switch (wire) {
+      case kVarint: varint(); return;
+      case kFixed64: take(8); return;
+      case kLengthDelimited: length_delimited(); return;
+      case kFixed32: take(4); return;
+      case kStartGroup:
+        for (;;) {
+          const auto [inner, inner_wire] = key();
+          if (inner_wire == kEndGroup) {
+            if (inner != field) fail(str("group ", field, " closed as ", inner));
+            return;
+          }
+          skip(inner, inner_wire);
+        }
+      default: fail(str("unexpected protobuf wire type ", wire));
+    }
+  }
+};
+
+void decode_summary(Cursor summary, int64_t step, double wall_time, std::vector<ScalarEvent>& out) {
+  while (!summary.done()) {
+    const auto [field, wire] = summary.key();
+    if (field != 1 || wire != kLengthDelimited) {
+      summary.skip(field, wire);
+      continue;
+    }
+    Cursor value = summary.length_delimited();
+    ScalarEvent scalar{{}, step, wall_time, 0};
+    bool is_scalar = false;
+    while (!value.done()) {
+      const auto [value_field, value_wire] = value.key();
+      if (value_field == 1 && value_wire == kLengthDelimited) {
+        const Cursor tag = value.length_delimited();
+        scalar.tag.assign(reinterpret_cast<const char*>(tag.bytes + tag.pos), tag.end - tag.pos);
+      } else if (value_field == 2 && value_wire == kFixed32) {
+        scalar.value = value.fixed<float>();
+        is_scalar = true;
+      } else {
+        value.skip(value_field, value_wire);
+      }
+    }
+    if (is_scalar) out.push_back(std::move(scalar));
+  }
+}
+
+// Step and wall_time may follow the summary in a valid encoding, so summaries wait for the end.
+void decode_event(Cursor event, EventFile& out) {
+  double wall_time = 0;
+  int64_t step = 0;
+  std::vector<Cursor> summaries;
+  while (!event.done()) {
+    const auto [field, wire] = event.key();
+    if (field == 1 && wire == kFixed64) {
+      wall_time = event.fixed<double>();
+    } else if (field == 2 && wire == kVarint) {
+      step = static_cast<int64_t>(event.varint());
+    } else if (field == 3 && wire == kLengthDelimited) {
+      const Cursor version = event.length_delimited();
+      out.file_version.assign(reinterpret_cast<const char*>(version.bytes + version.pos), version.end - version.pos);
+    } else if (field == 5 && wire == kLengthDelimited) {
+      summaries.push_back(event.length_delimited());
+    } else {
+      event.skip(field, wire);
+    }
+  }
+  for (const Cursor& summary : summaries) decode_summary(summary, step, wall_time, out.scalars);
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::unique_ptr<std::FILE, decltype([](std::FILE* file) { std::fclose(file); })> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw IOError(str("cannot open TensorBoard event file ", path, ": ", std::strerror(errno)));
+  std::string data;
+  char chunk[1 << 16];
+  while (const size_t n = std::fread(chunk, 1, sizeof chunk, file.get())) data.append(chunk, n);
+  if (std::ferror(file.get())) throw IOError(str("cannot read TensorBoard event file ", path, ": ", std::strerror(errno)));
+  return data;
+}
+
+}  // namespace
+
+uint32_t crc32c(const void* data, size_t n) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  uint32_t crc = ~0u;
+  for (size_t i = 0; i < n; ++i) crc = kCrcTable[(crc ^ bytes[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint32_t masked_crc32c(const void* data, size_t n) {
+  const uint32_t crc = crc32c(data, n);
+  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
+}
+
+double unix_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+EventWriter::EventWriter(const std::string& log_dir) {
+  std::error_code error;
+  std::filesystem::create_directories(log_dir, error);
+  if (error) throw IOError(str("cannot create TensorBoard log directory ", log_dir, ": ", error.message()));
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
+  const double now = unix_time_now();
+  const std::string stem = str("events.out.tfevents.", static_cast<int64_t>(now), ".", host, ".", getpid(), ".");
+  for (int n = 0; !file_; ++n) {
+    path_ = (std::filesystem::path(log_dir) / (stem + std::to_string(n))).string();
+    file_.reset(std::fopen(path_.c_str(), "wbx"));  // x: fail with EEXIST rather than clobber
+    if (!file_ && errno != EEXIST) throw IOError(str("cannot create TensorBoard event file ", path_, ": ", std::strerror(errno)));
+  }
+  std::string event = event_header(now, 0);
+  put_bytes(event, 3, "brain.Event:2");
+  write_record(event);
+}
+
+void EventWriter::add_scalar(const std::string& tag, double value, int64_t step, double wall_time) {
+  WEFT_CHECK(!tag.empty(), ValueError, "EventWriter::add_scalar: the tag names the curve in TensorBoard and must not be empty");
+  std::string summary_value;
+  put_bytes(summary_value, 1, tag);
+  put_key(summary_value, 2, kFixed32);
+  put_fixed(summary_value, static_cast<float>(value));
+  std::string summary;
+  put_bytes(summary, 1, summary_value);
+  std::string event = event_header(wall_time, step);
+  put_bytes(event, 5, summary);
+  write_record(event);
+}
+
+void EventWriter::write_record(const std::string& payload) {
+  std::string record;
+  put_fixed(record, static_cast<uint64_t>(payload.size()));
+  put_fixed(record, masked_crc32c(record.data(), record.size()));
+  record += payload;
+  put_fixed(record, masked_crc32c(payload.data(), payload.size()));
+  if (std::fwrite(record.data(), 1, record.size(), file_.get()) != record.size())
+    throw IOError(str("cannot write TensorBoard event file ", path_, ": ", std::strerror(errno)));
+}
+
+void EventWriter::flush() {
+  if (std::fflush(file_.get()) != 0) throw IOError(str("cannot write TensorBoard event file ", path_, ": ", std::strerror(errno)));
+}
+
+EventFile read_event_file(const std::string& path) {
+  const std::string data = read_whole_file(path);
+  Cursor file{path, reinterpret_cast<const uint8_t*>(data.data()), 0, data.size()};
+  EventFile out;
+  while (!file.done()) {
+    const size_t start = file.pos;
+    const auto fail = [&](const std::string& what) {
+      throw FormatError(str(path, ": record at byte offset ", start, " ", what, "; the event file is corrupt or was cut short"));
+    };
+    if (file.end - start < 12) fail(str("is truncated: its 12-byte header has only ", file.end - start, " bytes"));
+    const uint64_t length = file.fixed<uint64_t>();
+    if (file.fixed<uint32_t>() != masked_crc32c(file.bytes + start, 8)) fail("has a length whose CRC-32C does not match");
+    if (file.end - file.pos < 4 || length > file.end - file.pos - 4)
+      fail(str("is truncated: it needs ", length + 4, " bytes after its header but only ", file.end - file.pos, " remain"));
+    const Cursor payload = file.take(length);
+    if (file.fixed<uint32_t>() != masked_crc32c(file.bytes + payload.pos, length)) fail("has a payload whose CRC-32C does not match");
+    decode_event(payload, out);
+  }
+  return out;
+}
+
+}  // namespace weft::io

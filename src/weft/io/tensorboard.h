@@ -1,0 +1,66 @@
+// TensorBoard event files, written and read without TensorFlow or a protobuf library, so that
+// `tensorboard --logdir` plots weft's training curves. A file is a run of TFRecords:
+//   u64 LE length | u32 LE masked CRC-32C of those 8 bytes | payload | u32 LE masked CRC-32C of payload
+// and each payload is one protobuf `Event`. The first record carries only wall_time and
+// file_version "brain.Event:2" (TensorBoard keys its restart handling off that version); every
+// later record is one scalar. Field numbers, checked against tensorflow/tensorboard's
+// compat/proto/event.proto and summary.proto: Event{wall_time=1 double, step=2 int64,
+// file_version=3 string, summary=5 Summary}, Summary{value=1 repeated Value},
+// Summary.Value{tag=1 string, simple_value=2 float}. Events are encoded as a protobuf library
+// would (fields in number order, a zero step omitted), so they re-serialize to the same bytes.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::io {
+
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum TFRecord uses.
+uint32_t crc32c(const void* data, size_t n);
+// TFRecord stores the CRC rotated and offset, because a CRC of data that itself holds CRCs is weak.
+uint32_t masked_crc32c(const void* data, size_t n);
+
+double unix_time_now();
+
+class EventWriter {
+ public:
+  // Creates log_dir (and parents) and a new events.out.tfevents.<seconds>.<host>.<pid>.<n> in
+  // it; n counts up past files already there, so two writers never clobber each other.
+  explicit EventWriter(const std::string& log_dir);
+
+  void add_scalar(const std::string& tag, double value, int64_t step, double wall_time = unix_time_now());
+  // Records are buffered; flush makes them visible to a live TensorBoard and reports write
+  // errors, which the destructor (closing the file) can only swallow.
+  void flush();
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_record(const std::string& payload);
+
+  struct CloseFile {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+  std::string path_;
+  std::unique_ptr<std::FILE, CloseFile> file_;
+};
+
+struct ScalarEvent {
+  std::string tag;
+  int64_t step;
+  double wall_time;
+  float value;
+};
+
+struct EventFile {
+  std::string file_version;
+  std::vector<ScalarEvent> scalars;  // in file order; values other than simple_value are skipped
+};
+
+// Checks both CRCs of every record: a truncated or corrupt record is a FormatError naming the
+// file and the record's byte offset, a missing file an IOError.
+EventFile read_event_file(const std::string& path);
+inline std::vector<ScalarEvent> read_scalar_events(const std::string& path) { return read_event_file(path).scalars; }
+
+}  // namespace weft::io

@@ -1,0 +1,19 @@
+// The built-in image classifiers that `weft train --model` names, laid out as nn.Sequential so
+// their state-dict keys ("1.weight", "3.bias", ...) match the same models written in PyTorch.
+// Both take [N, 1, 28, 28] images and return [N, 10] logits.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "weft/nn/container.h"
+
+namespace weft::nn {
+
+// Flatten, 784-512-256-10 with ReLU.
+std::shared_ptr<Sequential> make_mlp();
+// conv 1→32 3×3, ReLU, maxpool 2, conv 32→64 3×3, ReLU, maxpool 2, flatten, fc 1600→128, ReLU, fc 128→10.
+std::shared_ptr<Sequential> make_cnn();
+// "mlp" or "cnn"; anything else is a ValueError listing the choices.
+std::shared_ptr<Sequential> make_image_classifier(const std::string& name);
+
+}  // namespace weft::nn

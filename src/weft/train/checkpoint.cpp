@@ -1,0 +1,102 @@
+#include "weft/train/checkpoint.h"
+
+#include <filesystem>
+#include <map>
+
+#include "weft/io/atomic_file.h"
+#include "weft/io/safetensors.h"
+
+namespace weft::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string model_path(const std::string& dir) { return (fs::path(dir) / "model.safetensors").string(); }
+std::string optimizer_path(const std::string& dir) { return (fs::path(dir) / "optimizer.safetensors").string(); }
+std::string trainer_path(const std::string& dir) { return (fs::path(dir) / "trainer.json").string(); }
+
+int64_t saved_step(const io::SafetensorsFile& file, const std::string& path) {
+  auto it = file.metadata.find("weft.step");
+  if (it == file.metadata.end()) throw FormatError(str(path, ": no weft.step in its metadata; not a weft training checkpoint"));
+  return std::stoll(it->second);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
+                     const optim::Optimizer& optimizer, const TrainerState& state) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) throw IOError(str("cannot create checkpoint directory ", dir, ": ", error.message()));
+  std::string step = std::to_string(state.step);
+
+  nn::StateDict state_dict = model.state_dict();
+  std::vector<std::pair<std::string, Tensor>> weights(state_dict.begin(), state_dict.end());
+  io::save_safetensors(model_path(dir), weights, {{"format", "pt"}, {"weft.model", model_name}, {"weft.step", step}});
+
+  auto optimizer_state = optimizer.state_dict();
+  io::save_safetensors(optimizer_path(dir), {optimizer_state.begin(), optimizer_state.end()},
+                       {{"weft.optimizer", optimizer.name()}, {"weft.step", step}});
+
+  nlohmann::json trainer = {{"epoch", state.epoch}, {"step", state.step}, {"model", model_name},
+                            {"optimizer", optimizer.name()}, {"options", state.options}};
+  for (uint64_t word : state.rng) trainer["rng"].push_back(std::to_string(word));  // JSON numbers lose u64 bits
+  std::string text = trainer.dump(2) + "\n";
+  io::write_file_atomic(trainer_path(dir), [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+}
+
+TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
+                             optim::Optimizer& optimizer) {
+  std::string path = trainer_path(dir);
+  nlohmann::json trainer;
+  try {
+    trainer = nlohmann::json::parse(io::read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(str(path, ": not valid JSON (", e.what(), ")"));
+  }
+  TrainerState state;
+  try {
+    state.epoch = trainer.at("epoch").get<int64_t>();
+    state.step = trainer.at("step").get<int64_t>();
+    state.options = trainer.value("options", nlohmann::json::object());
+    const auto& rng = trainer.at("rng");
+    if (rng.size() != state.rng.size()) throw FormatError(str(path, ": rng must have 4 words"));
+    for (size_t i = 0; i < state.rng.size(); ++i) state.rng[i] = std::stoull(rng.at(i).get<std::string>());
+    std::string saved_model = trainer.at("model").get<std::string>();
+    if (saved_model != model_name)
+      throw ValueError(str("checkpoint ", dir, " holds a ", saved_model, " model, not ", model_name));
+    std::string saved_optimizer = trainer.at("optimizer").get<std::string>();
+    if (saved_optimizer != optimizer.name())
+      throw ValueError(str("checkpoint ", dir, " was trained with ", saved_optimizer, ", not ", optimizer.name(),
+                           "; pass the same --optimizer to resume"));
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(str(path, ": ", e.what()));
+  } catch (const std::logic_error& e) {  // stoll / stoull
+    throw FormatError(str(path, ": bad number (", e.what(), ")"));
+  }
+
+  io::SafetensorsFile weights = io::load_safetensors(model_path(dir));
+  io::SafetensorsFile optimizer_file = io::load_safetensors(optimizer_path(dir));
+  if (saved_step(weights, model_path(dir)) != state.step || saved_step(optimizer_file, optimizer_path(dir)) != state.step)
+    throw FormatError(str("checkpoint ", dir, " is inconsistent: its files were saved at different steps "
+                          "(a crash while saving?); resume from an earlier checkpoint"));
+  nn::StateDict state_dict;
+  for (const auto& [name, tensor] : weights.tensors) state_dict.insert(name, tensor);
+  std::map<std::string, Tensor> optimizer_state(optimizer_file.tensors.begin(), optimizer_file.tensors.end());
+  model.load_state_dict(state_dict);
+  optimizer.load_state_dict(optimizer_state);
+  return state;
+}
+
+Weights load_weights(const std::string& path) {
+  std::string file = fs::is_directory(path) ? model_path(path) : path;
+  io::SafetensorsFile loaded = io::load_safetensors(file);
+  Weights weights;
+  for (const auto& [name, tensor] : loaded.tensors) weights.state.insert(name, tensor);
+  auto it = loaded.metadata.find("weft.model");
+  if (it != loaded.metadata.end()) weights.model_name = it->second;
+  return weights;
+}
+
+}  // namespace weft::train

@@ -1,0 +1,236 @@
+#include "weft/train/trainer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "weft/autograd/grad_mode.h"
+#include "weft/core/allocator.h"
+#include "weft/core/random.h"
+#include "weft/core/threads.h"
+#include "weft/data/dataloader.h"
+#include "weft/data/sampler.h"
+#include "weft/io/tensorboard.h"
+#include "weft/monitor/progress.h"
+#include "weft/monitor/system.h"
+#include "weft/nn/models.h"
+#include "weft/ops/loss.h"
+#include "weft/ops/reduce.h"
+#include "weft/optim/adam.h"
+#include "weft/optim/schedule.h"
+#include "weft/optim/sgd.h"
+#include "weft/train/checkpoint.h"
+
+namespace weft::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+int64_t count_correct(const Tensor& logits, const Tensor& targets) {
+  Tensor predicted = argmax(logits.detach(), 1);
+  const int64_t* p = predicted.data<int64_t>();
+  const int64_t* t = targets.data<int64_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < targets.numel(); ++i) correct += p[i] == t[i];
+  return correct;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const ClassifierOptions& o, std::vector<Tensor> params) {
+  if (o.optimizer == "adamw") {
+    optim::AdamWOptions adamw;
+    if (o.lr > 0) adamw.lr = o.lr;
+    return std::make_unique<optim::AdamW>(std::move(params), adamw);
+  }
+  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), o.lr > 0 ? o.lr : 0.05, optim::SGDOptions{.momentum = 0.9});
+  throw ValueError(str("unknown optimizer '", o.optimizer, "': expected adamw or sgd"));
+}
+
+std::unique_ptr<optim::LRSchedule> make_schedule(const ClassifierOptions& o, double base_lr, int64_t steps_per_epoch) {
+  if (o.schedule == "constant") return std::make_unique<optim::ConstantLR>(base_lr);
+  if (o.schedule == "step") return std::make_unique<optim::StepLR>(base_lr, steps_per_epoch, 0.5);
+  if (o.schedule == "cosine") return std::make_unique<optim::CosineWarmupLR>(base_lr, 0, o.epochs * steps_per_epoch);
+  throw ValueError(str("unknown schedule '", o.schedule, "': expected constant, step or cosine"));
+}
+
+void check_options(const ClassifierOptions& o) {
+  WEFT_CHECK(o.epochs > 0, ValueError, "--epochs must be positive, got ", o.epochs);
+  WEFT_CHECK(o.batch_size > 0, ValueError, "--batch-size must be positive, got ", o.batch_size);
+  WEFT_CHECK(o.lr >= 0, ValueError, "--lr must not be negative, got ", o.lr);
+  WEFT_CHECK(o.threads >= 0, ValueError, "--threads must not be negative, got ", o.threads);
+  WEFT_CHECK(o.limit_train_batches >= 0, ValueError, "--limit-train-batches must not be negative");
+  WEFT_CHECK(o.log_every > 0, ValueError, "--log-every must be positive, got ", o.log_every);
+}
+
+// One record per logged step, to TensorBoard and metrics.jsonl.
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& dir, bool append) : events_(dir) {
+    std::string path = (std::filesystem::path(dir) / "metrics.jsonl").string();
+    jsonl_.open(path, append ? std::ios::app : std::ios::trunc);
+    if (!jsonl_) throw IOError(str("cannot write ", path));
+  }
+  void write(int64_t step, const nlohmann::json& scalars) {
+    nlohmann::json line = {{"step", step}};
+    for (const auto& [tag, value] : scalars.items()) {
+      events_.add_scalar(tag, value.get<double>(), step);
+      line[tag] = value;
+    }
+    jsonl_ << line.dump() << '\n' << std::flush;
+  }
+  void flush() { events_.flush(); }
+
+ private:
+  io::EventWriter events_;
+  std::ofstream jsonl_;
+};
+
+}  // namespace
+
+data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
+  if (dataset == "fashion-mnist") return data::load_mnist_idx(dir, train, data::kFashionMnistNormalization);
+  if (dataset == "mnist") return data::load_mnist_idx(dir, train, data::kMnistNormalization);
+  throw ValueError(str("unknown dataset '", dataset, "': expected fashion-mnist or mnist"));
+}
+
+nlohmann::json ClassifierOptions::to_json() const {
+  return {{"model", model}, {"epochs", epochs}, {"batch_size", batch_size}, {"optimizer", optimizer},
+          {"lr", lr}, {"schedule", schedule}, {"seed", seed}, {"threads", threads}, {"dataset", dataset}, {"data_dir", data_dir},
+          {"limit_train_batches", limit_train_batches}};
+}
+
+EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size) {
+  NoGradGuard no_grad;
+  bool was_training = model.is_training();
+  model.eval();
+  EvalResult result;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  std::vector<int64_t> indices;
+  for (int64_t begin = 0; begin < data.size(); begin += batch_size) {
+    indices.clear();
+    for (int64_t i = begin; i < std::min(begin + batch_size, data.size()); ++i) indices.push_back(i);
+    data::Batch batch = data.get_batch(indices);
+    Tensor logits = model(batch.inputs);
+    loss_sum += cross_entropy(logits, batch.targets, Reduction::sum).item();
+    correct += count_correct(logits, batch.targets);
+  }
+  model.train(was_training);
+  result.samples = data.size();
+  result.accuracy = result.samples ? double(correct) / result.samples : 0;
+  result.loss = result.samples ? loss_sum / result.samples : 0;
+  return result;
+}
+
+TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool interactive) {
+  Clock::time_point start = Clock::now();
+  check_options(o);
+  if (o.threads > 0) set_num_threads(o.threads);
+  manual_seed(o.seed);
+  auto model = nn::make_image_classifier(o.model);
+  auto optimizer = make_optimizer(o, model->parameters());
+
+  auto train_data = std::make_shared<data::ImageDataset>(load_image_dataset(o.dataset, o.data_dir, true));
+  data::ImageDataset test_data = load_image_dataset(o.dataset, o.data_dir, false);
+  auto sampler = std::make_shared<data::RandomSampler>(train_data->size(), o.seed);
+  data::DataLoader loader(train_data, sampler, o.batch_size, /*drop_last=*/false, o.prefetch);
+  int64_t steps_per_epoch = loader.num_batches();
+  if (o.limit_train_batches > 0) steps_per_epoch = std::min(steps_per_epoch, o.limit_train_batches);
+  auto schedule = make_schedule(o, optimizer->lr(), steps_per_epoch);
+
+  TrainerState state;
+  if (!o.resume_dir.empty()) {
+    state = load_checkpoint(o.resume_dir, *model, o.model, *optimizer);
+    default_generator().set_state(state.rng);
+    log << "resumed from " << o.resume_dir << " at epoch " << state.epoch << ", step " << state.step << "\n";
+  }
+  std::optional<MetricsLog> metrics;
+  if (!o.out_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(o.out_dir, error);
+    if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
+    metrics.emplace(o.out_dir, /*append=*/o.resume_dir == o.out_dir);
+  }
+
+  TrainResult result;
+  result.params = model->num_parameters();
+  CachingAllocator::cpu().reset_peak_stats();
+  double train_seconds = 0;
+  int64_t train_samples = 0;
+  model->train();
+  for (int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
+    monitor::ProgressBar bar(log, str("epoch ", epoch + 1, "/", o.epochs), steps_per_epoch, o.batch_size, interactive,
+                             o.log_every);
+    Clock::time_point epoch_start = Clock::now();
+    loader.start_epoch(epoch);
+    double window_loss = 0;
+    int64_t window_correct = 0, window_samples = 0, window_steps = 0, epoch_samples = 0;
+    Clock::time_point window_start = Clock::now();
+    std::string shown;
+    for (int64_t i = 0; i < steps_per_epoch; ++i) {
+      std::optional<data::Batch> batch = loader.next();
+      if (!batch) break;
+      optim::set_scheduled_lr(*optimizer, *schedule, state.step);
+      Tensor logits = (*model)(batch->inputs);
+      Tensor loss = cross_entropy(logits, batch->targets);
+      optimizer->zero_grad();
+      loss.backward();
+      optimizer->step();
+      ++state.step;
+
+      int64_t n = batch->targets.numel();
+      window_loss += loss.item() * n;
+      window_correct += count_correct(logits, batch->targets);
+      window_samples += n;
+      epoch_samples += n;
+      ++window_steps;
+      if (window_steps == o.log_every || i + 1 == steps_per_epoch) {
+        double seconds = seconds_since(window_start);
+        MemoryStats memory = CachingAllocator::cpu().stats();
+        nlohmann::json scalars = {{"train/loss", window_loss / window_samples},
+                                  {"train/accuracy", double(window_correct) / window_samples},
+                                  {"train/lr", optimizer->lr()},
+                                  {"train/samples_per_s", window_samples / seconds},
+                                  {"memory/allocated_bytes", memory.allocated_bytes},
+                                  {"memory/reserved_bytes", memory.reserved_bytes}};
+        if (metrics) metrics->write(state.step, scalars);
+        shown = str("loss ", std::to_string(window_loss / window_samples).substr(0, 6), " acc ",
+                    std::to_string(100.0 * window_correct / window_samples).substr(0, 5), "%");
+        window_loss = 0;
+        window_correct = window_samples = window_steps = 0;
+        window_start = Clock::now();
+      }
+      bar.update(i + 1, shown);
+    }
+    train_seconds += seconds_since(epoch_start);
+    train_samples += epoch_samples;
+    bar.finish(shown);
+    state.epoch = epoch + 1;
+    if (!o.out_dir.empty()) {
+      EvalResult test = evaluate_classifier(*model, test_data);
+      metrics->write(state.step, {{"test/accuracy", test.accuracy}, {"test/loss", test.loss}});
+      metrics->flush();
+      state.rng = default_generator().state();
+      state.options = o.to_json();
+      save_checkpoint(o.out_dir, *model, o.model, *optimizer, state);
+      log << "epoch " << state.epoch << ": test accuracy " << 100 * test.accuracy << "%, checkpoint in " << o.out_dir
+          << "\n";
+    }
+  }
+
+  EvalResult test = evaluate_classifier(*model, test_data);
+  result.steps = state.step;
+  result.test_accuracy = test.accuracy;
+  result.test_loss = test.loss;
+  result.train_samples_per_s = train_seconds > 0 ? train_samples / train_seconds : 0;
+  result.peak_allocated_bytes = CachingAllocator::cpu().stats().peak_allocated_bytes;
+  result.peak_rss_bytes = monitor::peak_rss_bytes();
+  result.wall_s = seconds_since(start);
+  return result;
+}
+
+}  // namespace weft::train

@@ -1,0 +1,120 @@
+// The `weft` command line as a user meets it: exit status 2 and one clear line on stderr for
+// every bad input, and nothing half-written.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "expect_error.h"
+#include "weft/core/tensor.h"
+#include "weft/io/safetensors.h"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::contains;
+
+struct Outcome {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome weft_cli(const std::string& args) {
+  std::string command = std::string(WEFT_CLI_PATH) + " " + args + " 2>&1";
+  Outcome outcome{-1, {}};
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return outcome;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) outcome.output.append(buffer, n);
+  int status = pclose(pipe);
+  outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return outcome;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("weft_cli_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(dir_ / name, std::ios::binary) << bytes;
+  }
+  // The error line, and that it is the only thing printed.
+  void expect_usage_error(const Outcome& o, const std::string& says) const {
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_TRUE(contains(o.output, says)) << o.output;
+    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTest, UnknownModelFlagOrSubcommandExitsTwo) {
+  expect_usage_error(weft_cli("train --model resnet"), "resnet");
+  expect_usage_error(weft_cli("train --no-such-flag"), "--no-such-flag");
+  expect_usage_error(weft_cli("frobnicate"), "subcommand");
+  expect_usage_error(weft_cli("train --epochs two"), "two");
+}
+
+TEST_F(CliTest, HelpExitsZero) {
+  Outcome o = weft_cli("train --help");
+  EXPECT_EQ(o.status, 0);
+  EXPECT_TRUE(contains(o.output, "--limit-train-batches"));
+}
+
+TEST_F(CliTest, MissingDatasetExitsTwo) {
+  expect_usage_error(weft_cli("train --data-dir " + path("nowhere")), "nowhere");
+}
+
+TEST_F(CliTest, CorruptDatasetExitsTwo) {
+  fs::create_directories(dir_ / "data");
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"})
+    write(std::string("data/") + name, std::string("\x00\x00\x08\x03\x00\x00", 6));  // header cut short
+  expect_usage_error(weft_cli("train --data-dir " + path("data")), "train-images-idx3-ubyte");
+}
+
+TEST_F(CliTest, UnwritableOutExitsTwo) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  write("a_file", "x");
+  expect_usage_error(weft_cli("train --limit-train-batches 1 --epochs 1 --out " + path("a_file/run")), "a_file");
+}
+
+TEST_F(CliTest, MalformedCheckpointsExitTwo) {
+  write("short.safetensors", "abc");
+  expect_usage_error(weft_cli("eval --checkpoint " + path("short.safetensors")), "short.safetensors");
+  std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string length(8, '\0');
+  length[0] = static_cast<char>(header.size() + 100);  // past the end of the file
+  write("past_end.safetensors", length + header + std::string(8, '\0'));
+  expect_usage_error(weft_cli("info " + path("past_end.safetensors")), "past_end.safetensors");
+  expect_usage_error(weft_cli("info " + path("missing.safetensors")), "missing.safetensors");
+}
+
+TEST_F(CliTest, InfoPrintsTensorsAndSizePerFormat) {
+  io::save_safetensors(path("m.safetensors"), {{"fc.weight", Tensor::zeros({10, 100})}, {"fc.bias", Tensor::zeros({10})}});
+  Outcome o = weft_cli("info " + path("m.safetensors"));
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "fc.weight")) << o.output;
+  EXPECT_TRUE(contains(o.output, "1010 parameters")) << o.output;
+  EXPECT_TRUE(contains(o.output, "1010 params x 4.0 bytes = 3.95 KiB")) << o.output;
+  EXPECT_TRUE(contains(o.output, "1010 params x 1.0 bytes = 1010 B")) << o.output;
+  Outcome json = weft_cli("info --json " + path("m.safetensors"));
+  EXPECT_TRUE(contains(json.output, "\"params\":1010")) << json.output;
+}
+
+TEST_F(CliTest, EvalWithoutModelNameAsksForIt) {
+  io::save_safetensors(path("anon.safetensors"), {{"w", Tensor::zeros({2})}});
+  expect_usage_error(weft_cli("eval --checkpoint " + path("anon.safetensors")), "--model");
+}
+
+}  // namespace
+}  // namespace weft
