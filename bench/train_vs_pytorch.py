@@ -43,7 +43,7 @@ def torch_model(name):
 def torch_samples_per_s(name, images, labels):
     torch.manual_seed(0)
     model = torch_model(name)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=4e-3)  # weft train's default
     order = torch.randperm(len(labels))
     start = None
     for i in range(WARMUP + BATCHES):

@@ -64,13 +64,17 @@ TEST_F(TrainerTest, SameSeedAndThreadsGiveBitIdenticalParameters) {
   EXPECT_NE(bytes_of("a", "model.safetensors"), bytes_of("c", "model.safetensors"));
 }
 
+// With a schedule that depends only on the step (cosine's horizon is --epochs itself).
 TEST_F(TrainerTest, ResumingAfterOneEpochEqualsTrainingTwo) {
   ClassifierOptions straight = small("straight");
+  straight.schedule = "step";
   run(straight);
   ClassifierOptions first = small("first");
+  first.schedule = "step";
   first.epochs = 1;
   run(first);
   ClassifierOptions resumed = small("resumed");
+  resumed.schedule = "step";
   resumed.resume_dir = first.out_dir;
   TrainResult r = run(resumed);
   EXPECT_EQ(r.steps, 24);
@@ -83,6 +87,17 @@ TEST_F(TrainerTest, ResumingAfterOneEpochEqualsTrainingTwo) {
     ASSERT_EQ(x.size(), y.size());
     for (size_t j = 0; j < x.size(); ++j) ASSERT_NEAR(x[j], y[j], 1e-6) << a.tensors[i].first << "[" << j << "]";
   }
+}
+
+TEST_F(TrainerTest, ExtendingACosineRunSaysTheScheduleIsReplanned) {
+  ClassifierOptions first = small("cosine");
+  first.epochs = 1;
+  run(first);
+  ClassifierOptions longer = small("cosine_longer");
+  longer.resume_dir = first.out_dir;
+  std::ostringstream log;
+  train_classifier(longer, log, false);
+  EXPECT_TRUE(contains(log.str(), "planned for 1 epochs and now runs 2")) << log.str();
 }
 
 TEST_F(TrainerTest, WritesTensorBoardEventsAndMetricsLines) {

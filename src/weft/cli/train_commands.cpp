@@ -102,10 +102,10 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_option("--model", options->model, "mlp | cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   t->add_option("--epochs", options->epochs)->capture_default_str();
   t->add_option("--batch-size", options->batch_size)->capture_default_str();
-  t->add_option("--lr", options->lr, "learning rate (default: adamw 1e-3, sgd 0.05)");
+  t->add_option("--lr", options->lr, "learning rate (default: adamw 4e-3, sgd 0.1)");
   t->add_option("--optimizer", options->optimizer, "adamw | sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
-  t->add_option("--schedule", options->schedule, "constant | step (x0.5 per epoch) | cosine")
+  t->add_option("--schedule", options->schedule, "constant | step (x0.5 per epoch) | cosine (to zero over --epochs)")
       ->check(CLI::IsMember({"constant", "step", "cosine"}))->capture_default_str();
   t->add_option("--seed", options->seed)->capture_default_str();
   t->add_option("--threads", options->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();

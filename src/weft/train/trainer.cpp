@@ -43,10 +43,10 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
 std::unique_ptr<optim::Optimizer> make_optimizer(const ClassifierOptions& o, std::vector<Tensor> params) {
   if (o.optimizer == "adamw") {
     optim::AdamWOptions adamw;
-    if (o.lr > 0) adamw.lr = o.lr;
+    adamw.lr = o.lr > 0 ? o.lr : 4e-3;
     return std::make_unique<optim::AdamW>(std::move(params), adamw);
   }
-  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), o.lr > 0 ? o.lr : 0.05, optim::SGDOptions{.momentum = 0.9});
+  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), o.lr > 0 ? o.lr : 0.1, optim::SGDOptions{.momentum = 0.9});
   throw ValueError(str("unknown optimizer '", o.optimizer, "': expected adamw or sgd"));
 }
 
@@ -147,6 +147,10 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
     state = load_checkpoint(o.resume_dir, *model, o.model, *optimizer);
     default_generator().set_state(state.rng);
     log << "resumed from " << o.resume_dir << " at epoch " << state.epoch << ", step " << state.step << "\n";
+    int64_t planned_epochs = state.options.value("epochs", o.epochs);
+    if (o.schedule == "cosine" && planned_epochs != o.epochs)
+      log << "note: the run was planned for " << planned_epochs << " epochs and now runs " << o.epochs
+          << "; the cosine schedule is re-planned over " << o.epochs << " epochs from here\n";
   }
   std::optional<MetricsLog> metrics;
   if (!o.out_dir.empty()) {
@@ -167,10 +171,10 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
                              o.log_every);
     Clock::time_point epoch_start = Clock::now();
     loader.start_epoch(epoch);
-    double window_loss = 0;
-    int64_t window_correct = 0, window_samples = 0, window_steps = 0, epoch_samples = 0;
+    double window_loss = 0, epoch_loss = 0;
+    int64_t window_correct = 0, window_samples = 0, window_steps = 0, epoch_samples = 0, epoch_correct = 0;
     Clock::time_point window_start = Clock::now();
-    std::string shown;
+    std::string shown;  // the epoch's running loss and accuracy, on the bar from the first step
     for (int64_t i = 0; i < steps_per_epoch; ++i) {
       std::optional<data::Batch> batch = loader.next();
       if (!batch) break;
@@ -183,11 +187,17 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
       ++state.step;
 
       int64_t n = batch->targets.numel();
-      window_loss += loss.item() * n;
-      window_correct += count_correct(logits, batch->targets);
+      double batch_loss = loss.item() * n;
+      int64_t batch_correct = count_correct(logits, batch->targets);
+      window_loss += batch_loss;
+      window_correct += batch_correct;
       window_samples += n;
-      epoch_samples += n;
       ++window_steps;
+      epoch_loss += batch_loss;
+      epoch_correct += batch_correct;
+      epoch_samples += n;
+      shown = str("loss ", std::to_string(epoch_loss / epoch_samples).substr(0, 6), " acc ",
+                  std::to_string(100.0 * epoch_correct / epoch_samples).substr(0, 5), "%");
       if (window_steps == o.log_every || i + 1 == steps_per_epoch) {
         double seconds = seconds_since(window_start);
         MemoryStats memory = CachingAllocator::cpu().stats();
@@ -198,8 +208,6 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
                                   {"memory/allocated_bytes", memory.allocated_bytes},
                                   {"memory/reserved_bytes", memory.reserved_bytes}};
         if (metrics) metrics->write(state.step, scalars);
-        shown = str("loss ", std::to_string(window_loss / window_samples).substr(0, 6), " acc ",
-                    std::to_string(100.0 * window_correct / window_samples).substr(0, 5), "%");
         window_loss = 0;
         window_correct = window_samples = window_steps = 0;
         window_start = Clock::now();

@@ -23,9 +23,16 @@ struct ClassifierOptions {
   std::string model = "cnn";  // mlp | cnn
   int64_t epochs = 2;
   int64_t batch_size = 128;
+  // The default recipe is the one that reached issue 3's targets with --seed 0, measured on
+  // Fashion-MNIST: AdamW at 4e-3 with a cosine decay over the whole run gives the CNN 90.25% after
+  // 2 epochs (seeds 1 and 2: 89.76%, 90.00%) and the MLP 88.34% after 3. PyTorch's usual AdamW 1e-3
+  // gives 88.0% (PyTorch itself: 88.2%), and a per-epoch step decay at 4e-3 89.39%.
   std::string optimizer = "adamw";  // adamw | sgd
-  double lr = 0;                    // 0: the optimizer's default (adamw 1e-3, sgd 0.05 with momentum 0.9)
-  std::string schedule = "step";    // constant | step (x0.5 each epoch) | cosine (over all epochs)
+  double lr = 0;                    // 0: the optimizer's default (adamw 4e-3, sgd 0.1 with momentum 0.9)
+  // constant | step (x0.5 each epoch) | cosine (to zero at the end of --epochs). Cosine's horizon is
+  // the run's --epochs, so resuming with a larger --epochs re-plans it (the rate rises again);
+  // constant and step depend only on the step, so a run extended by resuming equals a longer run.
+  std::string schedule = "cosine";
   uint64_t seed = 0;
   int threads = 0;  // 0: leave weft's default
   std::string dataset = "fashion-mnist";  // fashion-mnist | mnist: which normalisation statistics apply
