@@ -32,6 +32,9 @@ void train(const train::ClassifierOptions& options, bool json) {
             << " samples/s\n"
             << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
             << format_bytes(r.peak_rss_bytes) << "\n";
+  if (options.precision == "fp16")
+    std::cout << "fp16: " << r.skipped_steps << " steps skipped for inf/NaN gradients, final loss scale " << r.loss_scale
+              << "\n";
   if (!options.out_dir.empty())
     std::cout << "checkpoint: " << options.out_dir << "/model.safetensors (resume with --resume " << options.out_dir
               << ")\nlogs: " << options.out_dir << "/metrics.jsonl and TensorBoard events (tensorboard --logdir "
@@ -41,7 +44,11 @@ void train(const train::ClassifierOptions& options, bool json) {
                           {"optimizer", options.optimizer}, {"steps", r.steps}, {"test_accuracy", r.test_accuracy},
                           {"test_loss", r.test_loss}, {"train_samples_per_s", r.train_samples_per_s},
                           {"wall_s", r.wall_s}, {"peak_allocated_bytes", r.peak_allocated_bytes},
-                          {"peak_rss_bytes", r.peak_rss_bytes}, {"params", r.params}, {"out", options.out_dir}};
+                          {"peak_rss_bytes", r.peak_rss_bytes}, {"params", r.params}, {"out", options.out_dir},
+                          {"precision", options.precision}, {"grad_accum", options.grad_accum},
+                          {"micro_batch", r.micro_batch}, {"checkpoint_activations", options.checkpoint_activations},
+                          {"skipped_steps", r.skipped_steps}};
+    if (options.precision == "fp16") out["loss_scale"] = r.loss_scale;
     std::cout << out.dump() << "\n";
   }
 }
@@ -117,8 +124,24 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_option("--limit-train-batches", options->limit_train_batches, "train on the first N batches of each epoch");
   t->add_option("--log-every", options->log_every, "steps between log records")->capture_default_str();
   t->add_option("--prefetch", options->prefetch, "batches prepared ahead in the background")->capture_default_str();
+  t->add_option("--precision", options->precision,
+                 "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
+  t->add_option("--grad-accum", options->grad_accum, "micro-batches of batch-size / K per optimizer step")
+      ->capture_default_str();
+  t->add_flag("--checkpoint-activations", options->checkpoint_activations,
+              "recompute activations in backward instead of keeping them");
+  t->add_flag("--auto-batch", options->auto_batch,
+              "on out-of-memory, halve the micro-batch and redo the step (the batch stays the same)");
+  auto memory_limit = std::make_shared<std::string>();
+  t->add_option("--memory-limit", *memory_limit, "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
   t->add_flag("--json", *json, "print the result as one JSON object on the last line");
-  t->callback([&run, options, json] { run = [options, json] { train(*options, *json); }; });
+  t->callback([&run, options, json, memory_limit] {
+    run = [options, json, memory_limit] {
+      if (!memory_limit->empty()) options->memory_limit = parse_bytes(*memory_limit);
+      train(*options, *json);
+    };
+  });
 
   auto checkpoint = std::make_shared<std::string>();
   auto model = std::make_shared<std::string>();

@@ -1,13 +1,39 @@
 #include "weft/nn/container.h"
 
+#include "weft/autograd/checkpoint.h"
+
 namespace weft::nn {
 
 void Sequential::push_back(std::shared_ptr<Module> module) { register_module(std::to_string(size()), std::move(module)); }
 
+void Sequential::set_checkpoint_segments(int64_t segments) {
+  WEFT_CHECK(segments >= 0 && segments <= static_cast<int64_t>(size()), ValueError, "Sequential: ", segments,
+             " checkpoint segments for ", size(), " modules; use 0 (off) to ", size());
+  checkpoint_segments_ = segments;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
+  const auto& children = named_children();
+  const int64_t n = static_cast<int64_t>(children.size());
+  // Checkpointed runs are called again in backward, after forward has returned: they copy `run`,
+  // which refers to this module's own children.
+  auto run = [&children](int64_t begin, int64_t end, const Tensor& input) {
+    Tensor y = input;
+    for (int64_t i = begin; i < end; ++i) y = children[i].second->forward(y);
+    return y;
+  };
+  if (checkpoint_segments_ <= 1) return run(0, n, x);
+  const int64_t per_segment = n / checkpoint_segments_;
   Tensor y = x;
-  for (const auto& [name, child] : named_children()) y = child->forward(y);
-  return y;
+  int64_t begin = 0;
+  for (int64_t s = 0; s + 1 < checkpoint_segments_; ++s, begin += per_segment) {
+    std::vector<Tensor> params;
+    for (int64_t i = begin; i < begin + per_segment; ++i)
+      for (const Tensor& p : children[i].second->parameters()) params.push_back(p);
+    y = autograd::checkpoint([run, begin, per_segment](const Tensor& in) { return run(begin, begin + per_segment, in); },
+                             y, params);
+  }
+  return run(begin, n, y);
 }
 
 Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }

@@ -1,4 +1,10 @@
 // Sequential (children "0", "1", ... applied in order) and Flatten, its usual glue.
+//
+// Sequential can checkpoint its activations (torch.utils.checkpoint.checkpoint_sequential): with
+// k segments, its children are cut into k runs of nearly equal length and every run but the last
+// goes through autograd::checkpoint, so training keeps only the runs' inputs and recomputes each
+// run's activations during backward. The last run is not checkpointed because backward needs its
+// activations at once.
 #pragma once
 #include <memory>
 
@@ -16,7 +22,13 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   void push_back(std::shared_ptr<Module> module);
   size_t size() const { return named_children().size(); }
+  // 0 or 1: off. More segments than children → ValueError.
+  void set_checkpoint_segments(int64_t segments);
+  int64_t checkpoint_segments() const { return checkpoint_segments_; }
   const std::shared_ptr<Module>& operator[](size_t i) const { return named_children().at(i).second; }
+
+ private:
+  int64_t checkpoint_segments_ = 0;
 };
 
 // Flattens dims start_dim..end_dim into one (by default all but the batch dim).

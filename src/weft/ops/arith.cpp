@@ -3,6 +3,7 @@
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/elementwise.h"
 #include "weft/kernels/cpu/reduce.h"
+#include "weft/ops/autocast.h"
 
 namespace weft {
 
@@ -11,8 +12,22 @@ using cpu::Binary;
 using cpu::Unary;
 using Grads = std::vector<Tensor>;
 
+// Binary arithmetic on two floating dtypes runs in the wider one (bf16 with f16 meet in f32), as
+// PyTorch's type promotion does; the cast is a recorded `to`, so each operand's gradient comes
+// back in its own dtype.
+static void promote(Tensor& a, Tensor& b) {
+  if (!a.defined() || !b.defined() || a.dtype() == b.dtype() || !is_floating(a.dtype()) || !is_floating(b.dtype()))
+    return;
+  size_t wa = dtype_size(a.dtype()), wb = dtype_size(b.dtype());
+  DType wider = wa > wb ? a.dtype() : wb > wa ? b.dtype() : DType::f32;
+  a = a.to(wider);
+  b = b.to(wider);
+}
+
 // Gradients of broadcast operands are summed back to each operand's shape.
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  promote(a, b);
   Tensor out = cpu::binary(Binary::add, a, b);
   record("add", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
     return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(g[0], sb)};
@@ -20,7 +35,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  promote(a, b);
   Tensor out = cpu::binary(Binary::sub, a, b);
   record("sub", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
     return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(cpu::unary(Unary::neg, g[0]), sb)};
@@ -28,7 +45,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  promote(a, b);
   Tensor out = cpu::binary(Binary::mul, a, b);
   record("mul", {a, b}, {out}, [a, b](const Grads& g) {
     return Grads{a.requires_grad() ? cpu::sum_to(cpu::mul(g[0], b), a.shape()) : Tensor(),
@@ -37,7 +56,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  promote(a, b);
   Tensor out = cpu::binary(Binary::div, a, b);
   record("div", {a, b}, {out}, [a, b, y = out.detach()](const Grads& g) {
     Tensor ga = cpu::binary(Binary::div, g[0], b);  // d(a/b)/da = 1/b
@@ -67,19 +88,22 @@ Tensor neg(const Tensor& x) {
   return out;
 }
 
-Tensor exp(const Tensor& x) {
+Tensor exp(const Tensor& x_in) {
+  const Tensor x = autocast("exp", x_in);
   Tensor out = cpu::unary(Unary::exp, x);
   record("exp", {x}, {out}, [y = out.detach()](const Grads& g) { return Grads{cpu::mul(g[0], y)}; });
   return out;
 }
 
-Tensor log(const Tensor& x) {
+Tensor log(const Tensor& x_in) {
+  const Tensor x = autocast("log", x_in);
   Tensor out = cpu::unary(Unary::log, x);
   record("log", {x}, {out}, [x](const Grads& g) { return Grads{cpu::binary(Binary::div, g[0], x)}; });
   return out;
 }
 
-Tensor sqrt(const Tensor& x) {
+Tensor sqrt(const Tensor& x_in) {
+  const Tensor x = autocast("sqrt", x_in);
   Tensor out = cpu::unary(Unary::sqrt, x);
   record("sqrt", {x}, {out}, [y = out.detach()](const Grads& g) {
     return Grads{cpu::binary(Binary::div, cpu::mul(g[0], 0.5), y)};
@@ -87,7 +111,8 @@ Tensor sqrt(const Tensor& x) {
   return out;
 }
 
-Tensor pow(const Tensor& x, double exponent) {
+Tensor pow(const Tensor& x_in, double exponent) {
+  const Tensor x = autocast("pow", x_in);
   Tensor out = cpu::binary(Binary::pow, x, exponent);
   record("pow", {x}, {out}, [x, exponent](const Grads& g) {
     return Grads{cpu::mul(cpu::mul(g[0], cpu::binary(Binary::pow, x, exponent - 1)), exponent)};
@@ -95,7 +120,8 @@ Tensor pow(const Tensor& x, double exponent) {
   return out;
 }
 
-Tensor pow(const Tensor& x, const Tensor& exponent) {
+Tensor pow(const Tensor& x_in, const Tensor& exponent_in) {
+  const Tensor x = autocast("pow", x_in), exponent = autocast("pow", exponent_in);
   Tensor out = cpu::binary(Binary::pow, x, exponent);
   record("pow", {x, exponent}, {out}, [x, exponent, y = out.detach()](const Grads& g) {
     Tensor gx, ge;

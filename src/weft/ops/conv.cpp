@@ -3,6 +3,7 @@
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/conv.h"
 #include "weft/kernels/cpu/reduce.h"
+#include "weft/ops/autocast.h"
 
 namespace weft {
 
@@ -11,7 +12,8 @@ using Grads = std::vector<Tensor>;
 
 // grad x needs the weight, grad weight needs x; the bias gradient (grad_out summed over N, OH, OW)
 // comes free with grad weight from oneDNN, and costs one reduction when it is the only one wanted.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& options) {
+  const Tensor x = autocast("conv2d", x_in), weight = autocast("conv2d", weight_in), bias = autocast("conv2d", bias_in);
   cpu::Conv2dParams p{options.stride, options.padding, options.dilation, options.groups};
   Tensor out = cpu::conv2d(x, weight, bias, p);
   record("conv2d", {x, weight, bias}, {out}, [x, weight, bias, p](const Grads& g) {

@@ -5,6 +5,7 @@
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/matmul.h"
 #include "weft/kernels/cpu/reduce.h"
+#include "weft/ops/autocast.h"
 
 namespace weft {
 
@@ -36,7 +37,8 @@ bool batch_is_ones(const Shape& shape) {
 // A 1-d operand is a [1, K] row on the left or a [K, 1] column on the right, and that added dim
 // is dropped from the result, as in torch.matmul. The kernel broadcasts the batch dims; the
 // backward sums each gradient back over the dims its operand was broadcast along.
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast("matmul", a_in), b = autocast("matmul", b_in);
   WEFT_CHECK(a.defined() && b.defined(), ValueError, "matmul: undefined operand");
   WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both operands need at least 1 dim, got a ",
              shape_str(a.shape()), " and b ", shape_str(b.shape()));
@@ -76,7 +78,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // One GEMM for the whole batch: x's leading dims fold into rows ([rows, in], a view when x's
 // strides allow), the weight goes in as its transposed view [in, out] and the bias is added by
 // oneDNN in the same pass, so no copy of x or W and no second sweep over the output.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast("linear", x_in), weight = autocast("linear", weight_in), bias = autocast("linear", bias_in);
   WEFT_CHECK(x.defined() && weight.defined(), ValueError, "linear: undefined input or weight");
   WEFT_CHECK(x.dim() >= 1 && weight.dim() == 2, ShapeError, "linear: expected x [..., in] and weight [out, in], got x ",
              shape_str(x.shape()), " and weight ", shape_str(weight.shape()));

@@ -6,6 +6,7 @@
 #include "weft/kernels/cpu/elementwise.h"
 #include "weft/kernels/cpu/reduce.h"
 #include "weft/kernels/cpu/softmax.h"
+#include "weft/ops/autocast.h"
 
 namespace weft {
 
@@ -16,8 +17,9 @@ using Grads = std::vector<Tensor>;
 
 // log_softmax and nll in one kernel each way: the probabilities are never materialised, and
 // the backward is (softmax - smoothed one-hot) * g / count from the saved log-sum-exp.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  const Tensor logits = autocast("cross_entropy", logits_in);
   WEFT_CHECK(label_smoothing >= 0 && label_smoothing <= 1, ValueError,
              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   cpu::CrossEntropyForward f = cpu::cross_entropy_forward(logits, target, ignore_index, label_smoothing);
@@ -42,7 +44,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   return out;
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = autocast("mse_loss", input_in), target = autocast("mse_loss", target_in);
   WEFT_CHECK(input.defined() && target.defined(), ValueError, "mse_loss: undefined tensor");
   WEFT_CHECK(input.shape() == target.shape(), ShapeError, "mse_loss: input ", shape_str(input.shape()),
              " and target ", shape_str(target.shape()),

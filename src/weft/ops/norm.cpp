@@ -2,6 +2,7 @@
 
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/norm.h"
+#include "weft/ops/autocast.h"
 
 namespace weft {
 
@@ -42,8 +43,10 @@ Grads to_grads(const cpu::NormBackward& b, const Saved& s) {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  const Tensor x = autocast("layer_norm", x_in), weight = autocast("layer_norm", weight_in),
+               bias = autocast("layer_norm", bias_in);
   WEFT_CHECK(x.defined(), ValueError, "layer_norm: undefined tensor");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   bool trailing = k >= 1 && k <= x.dim();
@@ -63,8 +66,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // Training normalises with the batch's statistics (and updates the running ones); eval uses the
 // running statistics, or the batch's when there are none (as PyTorch does with
 // track_running_stats=False). The backward follows whichever statistics were used.
-Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight, const Tensor& bias,
-                  bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& x_in, Tensor running_mean, Tensor running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, bool training, double momentum, double eps) {
+  const Tensor x = autocast("batch_norm", x_in), weight = autocast("batch_norm", weight_in),
+               bias = autocast("batch_norm", bias_in);
   const bool use_batch_stats = training || !running_mean.defined();
   cpu::NormForward f = cpu::batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
   record("batch_norm", {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f), use_batch_stats](const Grads& g) {

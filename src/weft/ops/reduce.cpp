@@ -4,6 +4,7 @@
 #include "weft/kernels/cpu/elementwise.h"
 #include "weft/kernels/cpu/reduce.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/autocast.h"
 
 namespace weft {
 
@@ -20,7 +21,8 @@ static Tensor expand_back(const Tensor& g, const Shape& input_shape, const std::
   return gc.as_strided(keep_shape, contiguous_strides(keep_shape), gc.storage_offset()).expand(input_shape);
 }
 
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autocast("sum", x_in);
   Tensor out = cpu::sum(x, dims, keepdim);
   record("sum", {x}, {out}, [shape = x.shape(), dims, keepdim](const Grads& g) {
     return Grads{expand_back(g[0], shape, dims, keepdim)};

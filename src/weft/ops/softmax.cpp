@@ -7,6 +7,7 @@
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu/softmax.h"
 #include "weft/ops/activation.h"
+#include "weft/ops/autocast.h"
 
 namespace weft {
 
@@ -14,7 +15,8 @@ using autograd::record;
 using Grads = std::vector<Tensor>;
 
 // Both backward kernels need only the output, so x is not kept alive by the graph.
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autocast("softmax", x_in);
   Tensor y = cpu::softmax(x, dim);
   record("softmax", {x}, {y}, [y = y.detach(), dim](const Grads& g) {
     return Grads{cpu::softmax_backward(g[0], y, dim)};
@@ -22,7 +24,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return y;
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autocast("log_softmax", x_in);
   Tensor y = cpu::log_softmax(x, dim);
   record("log_softmax", {x}, {y}, [y = y.detach(), dim](const Grads& g) {
     return Grads{cpu::log_softmax_backward(g[0], y, dim)};

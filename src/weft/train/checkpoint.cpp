@@ -42,6 +42,10 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
   nlohmann::json trainer = {{"epoch", state.epoch}, {"step", state.step}, {"model", model_name},
                             {"optimizer", optimizer.name()}, {"options", state.options}};
   for (uint64_t word : state.rng) trainer["rng"].push_back(std::to_string(word));  // JSON numbers lose u64 bits
+  if (state.grad_scaler)
+    trainer["grad_scaler"] = {{"scale", state.grad_scaler->scale}, {"growth_tracker", state.grad_scaler->growth_tracker},
+                              {"skipped_steps", state.grad_scaler->skipped_steps},
+                              {"overflows_at_minimum", state.grad_scaler->overflows_at_minimum}};
   std::string text = trainer.dump(2) + "\n";
   io::write_file_atomic(trainer_path(dir), [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
 }
@@ -63,6 +67,13 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
     const auto& rng = trainer.at("rng");
     if (rng.size() != state.rng.size()) throw FormatError(str(path, ": rng must have 4 words"));
     for (size_t i = 0; i < state.rng.size(); ++i) state.rng[i] = std::stoull(rng.at(i).get<std::string>());
+    if (trainer.contains("grad_scaler")) {
+      const auto& g = trainer["grad_scaler"];
+      state.grad_scaler = amp::GradScalerState{.scale = g.at("scale").get<double>(),
+                                               .growth_tracker = g.at("growth_tracker").get<int64_t>(),
+                                               .skipped_steps = g.at("skipped_steps").get<int64_t>(),
+                                               .overflows_at_minimum = g.at("overflows_at_minimum").get<int64_t>()};
+    }
     std::string saved_model = trainer.at("model").get<std::string>();
     if (saved_model != model_name)
       throw ValueError(str("checkpoint ", dir, " holds a ", saved_model, " model, not ", model_name));

@@ -3,7 +3,7 @@
 //
 //   DIR/model.safetensors      the weights (state-dict keys), readable by any safetensors reader
 //   DIR/optimizer.safetensors  the optimizer's per-parameter state ("0.exp_avg", "0.step", ...)
-//   DIR/trainer.json           epoch, step, RNG state, the run's options
+//   DIR/trainer.json           epoch, step, RNG state, the run's options, fp16's loss-scaler state
 //
 // Each file is written atomically (temporary file, fsync, rename), so a crash leaves every file
 // either old or new, never half-written. The three files record the step they were saved at
@@ -11,11 +11,13 @@
 // steps disagree (a crash between two renames) instead of resuming from mixed state.
 #pragma once
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "weft/amp/grad_scaler.h"
 #include "weft/nn/module.h"
 #include "weft/optim/optimizer.h"
 
@@ -26,6 +28,7 @@ struct TrainerState {
   int64_t step = 0;   // optimizer steps taken
   std::array<uint64_t, 4> rng{};  // weft::default_generator()'s state
   nlohmann::json options;         // the run's options, as the trainer recorded them
+  std::optional<amp::GradScalerState> grad_scaler;  // fp16 runs
 };
 
 void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,

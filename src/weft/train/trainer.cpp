@@ -1,11 +1,13 @@
 #include "weft/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 
+#include "weft/amp/grad_scaler.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/allocator.h"
 #include "weft/core/random.h"
@@ -13,9 +15,12 @@
 #include "weft/data/dataloader.h"
 #include "weft/data/sampler.h"
 #include "weft/io/tensorboard.h"
+#include "weft/kernels/cpu/onednn.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/nn/models.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/autocast.h"
 #include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
 #include "weft/optim/adam.h"
@@ -64,6 +69,49 @@ void check_options(const ClassifierOptions& o) {
   WEFT_CHECK(o.threads >= 0, ValueError, "--threads must not be negative, got ", o.threads);
   WEFT_CHECK(o.limit_train_batches >= 0, ValueError, "--limit-train-batches must not be negative");
   WEFT_CHECK(o.log_every > 0, ValueError, "--log-every must be positive, got ", o.log_every);
+  WEFT_CHECK(o.grad_accum > 0 && o.batch_size % o.grad_accum == 0, ValueError, "--grad-accum ", o.grad_accum,
+             " must be a positive divisor of --batch-size ", o.batch_size, ", so that every micro-batch has ",
+             "batch-size / grad-accum samples");
+  WEFT_CHECK(o.memory_limit >= 0, ValueError, "--memory-limit must not be negative");
+  WEFT_CHECK(o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16", ValueError, "unknown precision '",
+             o.precision, "': expected fp32, bf16 or fp16 (int8 is for inference: weft quantize)");
+  WEFT_CHECK(o.precision != "bf16" || cpu::onednn::bf16_support() != cpu::onednn::Bf16Support::none, ValueError,
+             "--precision bf16 is not supported on this CPU: oneDNN needs AVX-512 for bf16 kernels; use --precision fp32");
+}
+
+std::optional<DType> autocast_type(const std::string& precision) {
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "fp16") return DType::f16;
+  return std::nullopt;
+}
+
+struct StepTally {
+  double loss_sum = 0;  // summed cross-entropy of the batch's samples
+  int64_t correct = 0;
+};
+
+// Forward and backward of one batch in micro-batches of `micro_batch` samples. Each micro-batch's
+// loss is its summed cross-entropy divided by the whole batch's size, so the accumulated
+// gradients are those of the batch's mean loss, however it is cut.
+StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
+                               std::optional<DType> low_precision, const amp::GradScaler* scaler) {
+  StepTally tally;
+  const int64_t n = batch.targets.numel();
+  for (int64_t begin = 0; begin < n; begin += micro_batch) {
+    const int64_t length = std::min(micro_batch, n - begin);
+    Tensor targets = batch.targets.narrow(0, begin, length);
+    Tensor logits, loss_sum;
+    {
+      AutocastGuard autocast(low_precision);
+      logits = model(batch.inputs.narrow(0, begin, length));
+      loss_sum = cross_entropy(logits, targets, Reduction::sum);
+    }
+    Tensor loss = mul(loss_sum, 1.0 / static_cast<double>(n));
+    (scaler ? scaler->scale(loss) : loss).backward();
+    tally.loss_sum += loss_sum.item();
+    tally.correct += count_correct(logits, targets);
+  }
+  return tally;
 }
 
 // One record per logged step, to TensorBoard and metrics.jsonl.
@@ -100,7 +148,8 @@ data::ImageDataset load_image_dataset(const std::string& dataset, const std::str
 nlohmann::json ClassifierOptions::to_json() const {
   return {{"model", model}, {"epochs", epochs}, {"batch_size", batch_size}, {"optimizer", optimizer},
           {"lr", lr}, {"schedule", schedule}, {"seed", seed}, {"threads", threads}, {"dataset", dataset}, {"data_dir", data_dir},
-          {"limit_train_batches", limit_train_batches}};
+          {"limit_train_batches", limit_train_batches}, {"precision", precision}, {"grad_accum", grad_accum},
+          {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch}, {"memory_limit", memory_limit}};
 }
 
 EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size) {
@@ -130,9 +179,17 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
   Clock::time_point start = Clock::now();
   check_options(o);
   if (o.threads > 0) set_num_threads(o.threads);
+  if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
   manual_seed(o.seed);
   auto model = nn::make_image_classifier(o.model);
+  if (o.checkpoint_activations)
+    model->set_checkpoint_segments(std::llround(std::sqrt(static_cast<double>(model->size()))));
   auto optimizer = make_optimizer(o, model->parameters());
+  const std::optional<DType> low_precision = autocast_type(o.precision);
+  std::optional<amp::GradScaler> scaler;
+  if (o.precision == "fp16") scaler.emplace();
+  if (o.precision == "bf16" && cpu::onednn::bf16_support() == cpu::onednn::Bf16Support::emulated)
+    log << "note: this CPU has no bf16 instructions; oneDNN emulates bf16 with AVX-512, slower than fp32\n";
 
   auto train_data = std::make_shared<data::ImageDataset>(load_image_dataset(o.dataset, o.data_dir, true));
   data::ImageDataset test_data = load_image_dataset(o.dataset, o.data_dir, false);
@@ -146,6 +203,7 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
   if (!o.resume_dir.empty()) {
     state = load_checkpoint(o.resume_dir, *model, o.model, *optimizer);
     default_generator().set_state(state.rng);
+    if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
     log << "resumed from " << o.resume_dir << " at epoch " << state.epoch << ", step " << state.step << "\n";
     int64_t planned_epochs = state.options.value("epochs", o.epochs);
     if (o.schedule == "cosine" && planned_epochs != o.epochs)
@@ -162,6 +220,22 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
 
   TrainResult result;
   result.params = model->num_parameters();
+  int64_t micro_batch = o.batch_size / o.grad_accum;
+  // Evaluation needs no gradients, so it runs in larger batches than training; --auto-batch
+  // halves these too when they do not fit.
+  int64_t eval_batch = 1000;
+  auto evaluate = [&] {
+    for (;;) {
+      try {
+        return evaluate_classifier(*model, test_data, eval_batch);
+      } catch (const OutOfMemoryError& e) {
+        if (!o.auto_batch || eval_batch == 1) throw;
+        eval_batch = (eval_batch + 1) / 2;
+        log << "auto-batch: evaluation ran out of memory (" << e.what() << "); evaluating in batches of " << eval_batch
+            << "\n";
+      }
+    }
+  };
   CachingAllocator::cpu().reset_peak_stats();
   double train_seconds = 0;
   int64_t train_samples = 0;
@@ -179,16 +253,41 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
       std::optional<data::Batch> batch = loader.next();
       if (!batch) break;
       optim::set_scheduled_lr(*optimizer, *schedule, state.step);
-      Tensor logits = (*model)(batch->inputs);
-      Tensor loss = cross_entropy(logits, batch->targets);
-      optimizer->zero_grad();
-      loss.backward();
-      optimizer->step();
+      StepTally tally;
+      for (;;) {
+        optimizer->zero_grad();
+        try {
+          tally = accumulate_gradients(*model, *batch, micro_batch, low_precision, scaler ? &*scaler : nullptr);
+          break;
+        } catch (const OutOfMemoryError& e) {
+          // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
+          // batch, so the update, stays the same.
+          if (!o.auto_batch || micro_batch == 1) throw;
+          micro_batch = (micro_batch + 1) / 2;
+          log << "auto-batch: step " << state.step + 1 << " ran out of memory (" << e.what() << "); redoing it as "
+              << (o.batch_size + micro_batch - 1) / micro_batch << " micro-batches of " << micro_batch << " (batch "
+              << o.batch_size << " unchanged)\n";
+        }
+      }
       ++state.step;
+      if (scaler) {
+        const double scale = scaler->current_scale();
+        const bool stepped = scaler->step(*optimizer);
+        const bool stuck_before = scaler->stuck_at_minimum();
+        scaler->update();
+        if (!stepped)
+          log << "fp16: step " << state.step << " skipped, inf/NaN gradients at loss scale " << scale << "; scale now "
+              << scaler->current_scale() << " (" << scaler->skipped_steps() << " skipped so far)\n";
+        if (scaler->stuck_at_minimum() && !stuck_before)
+          log << "fp16: the loss scale is stuck at its minimum and steps still overflow: this model's values "
+                 "exceed f16's range (65504); train with --precision bf16, which has f32's range\n";
+      } else {
+        optimizer->step();
+      }
 
       int64_t n = batch->targets.numel();
-      double batch_loss = loss.item() * n;
-      int64_t batch_correct = count_correct(logits, batch->targets);
+      double batch_loss = tally.loss_sum;
+      int64_t batch_correct = tally.correct;
       window_loss += batch_loss;
       window_correct += batch_correct;
       window_samples += n;
@@ -207,6 +306,10 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
                                   {"train/samples_per_s", window_samples / seconds},
                                   {"memory/allocated_bytes", memory.allocated_bytes},
                                   {"memory/reserved_bytes", memory.reserved_bytes}};
+        if (scaler) {
+          scalars["amp/loss_scale"] = scaler->current_scale();
+          scalars["amp/skipped_steps"] = scaler->skipped_steps();
+        }
         if (metrics) metrics->write(state.step, scalars);
         window_loss = 0;
         window_correct = window_samples = window_steps = 0;
@@ -219,19 +322,25 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
     bar.finish(shown);
     state.epoch = epoch + 1;
     if (!o.out_dir.empty()) {
-      EvalResult test = evaluate_classifier(*model, test_data);
+      EvalResult test = evaluate();
       metrics->write(state.step, {{"test/accuracy", test.accuracy}, {"test/loss", test.loss}});
       metrics->flush();
       state.rng = default_generator().state();
       state.options = o.to_json();
+      if (scaler) state.grad_scaler = scaler->state();
       save_checkpoint(o.out_dir, *model, o.model, *optimizer, state);
       log << "epoch " << state.epoch << ": test accuracy " << 100 * test.accuracy << "%, checkpoint in " << o.out_dir
           << "\n";
     }
   }
 
-  EvalResult test = evaluate_classifier(*model, test_data);
+  EvalResult test = evaluate();
   result.steps = state.step;
+  result.micro_batch = micro_batch;
+  if (scaler) {
+    result.skipped_steps = scaler->skipped_steps();
+    result.loss_scale = scaler->current_scale();
+  }
   result.test_accuracy = test.accuracy;
   result.test_loss = test.loss;
   result.train_samples_per_s = train_seconds > 0 ? train_samples / train_seconds : 0;

@@ -43,6 +43,15 @@ struct ClassifierOptions {
   int64_t log_every = 50;           // steps between log records (TensorBoard, metrics.jsonl, plain progress)
   int prefetch = 2;                 // batches the loader prepares ahead in the background
 
+  // Precision and memory (docs/mixed-precision.md). fp32 | bf16 | fp16: bf16 and fp16 run the
+  // forward under autocast with f32 master weights (the parameters stay f32 and the optimizer
+  // updates them); fp16 adds dynamic loss scaling (amp::GradScaler).
+  std::string precision = "fp32";
+  int64_t grad_accum = 1;               // micro-batches per step; must divide batch_size
+  bool checkpoint_activations = false;  // the model's Sequential in round(sqrt(layers)) segments
+  bool auto_batch = false;  // on OutOfMemoryError: halve the micro-batch, redo the step (and evaluation)
+  int64_t memory_limit = 0; // bytes the allocator may hold; 0 leaves WEFT_MEMORY_LIMIT or none
+
   nlohmann::json to_json() const;
 };
 
@@ -53,6 +62,9 @@ struct TrainResult {
   double train_samples_per_s = 0;  // training steps only (no evaluation, no checkpointing)
   double wall_s = 0;               // the whole command
   int64_t peak_allocated_bytes = 0, peak_rss_bytes = 0;
+  int64_t micro_batch = 0;      // at the end: smaller than batch_size / grad_accum after --auto-batch halved it
+  int64_t skipped_steps = 0;    // fp16 steps skipped for inf/NaN gradients
+  double loss_scale = 0;        // fp16: the final loss scale
 };
 
 // Trains, evaluates on the test set, writes checkpoint and logs to out_dir, reports progress on

@@ -12,6 +12,16 @@ dnnl::stream& stream() {
   return s;
 }
 
+Bf16Support bf16_support() {
+  // The ISA values are nested bit sets: an ISA holds every bit of the ones it extends.
+  auto has = [isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa())](dnnl::cpu_isa wanted) {
+    return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+  };
+  if (has(dnnl::cpu_isa::avx512_core_bf16)) return Bf16Support::native;
+  if (has(dnnl::cpu_isa::avx512_core)) return Bf16Support::emulated;
+  return Bf16Support::none;
+}
+
 bool supports(DType t) {
   return t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::i8 || t == DType::u8 ||
          t == DType::i32;

@@ -22,4 +22,10 @@ dnnl::memory::desc desc(const Tensor& t, const dnnl::memory::dims& dims);    // 
 dnnl::memory memory(const Tensor& t);                                        // wraps t's bytes
 dnnl::memory memory(const dnnl::memory::desc& d, const Tensor& t);
 
+// How this CPU runs bf16 GEMMs and convolutions, as oneDNN dispatches them: with bf16 instructions
+// (AVX512-BF16, AMX), emulated with AVX-512 (correct but slower than f32), or not at all (oneDNN
+// 2.6 has no bf16 kernels below AVX-512).
+enum class Bf16Support { native, emulated, none };
+Bf16Support bf16_support();
+
 }  // namespace weft::cpu::onednn

@@ -1,0 +1,56 @@
+#include "weft/autograd/checkpoint.h"
+
+#include "weft/autograd/grad_mode.h"
+#include "weft/autograd/node.h"
+#include "weft/core/random.h"
+
+namespace weft::autograd {
+
+namespace {
+
+// Scope with recording on: backward runs with it off, and the recomputation must record.
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(true); }
+  ~EnableGradGuard() { set_grad_enabled(previous_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& block, const Tensor& input,
+                  const std::vector<Tensor>& params) {
+  if (!is_grad_enabled()) return block(input);
+  const auto rng = default_generator().state();
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = block(input);
+  }
+  std::vector<Tensor> inputs = {input};
+  inputs.insert(inputs.end(), params.begin(), params.end());
+  record("checkpoint", inputs, {out}, [block, input = input.detach(), needs_input_grad = input.requires_grad(), rng,
+                                       num_params = params.size()](const std::vector<Tensor>& g) {
+    Tensor x = input.detach();
+    if (needs_input_grad) x.requires_grad_();
+    Tensor recomputed;
+    {
+      EnableGradGuard grad_on;
+      const auto now = default_generator().state();
+      default_generator().set_state(rng);
+      recomputed = block(x);
+      default_generator().set_state(now);
+    }
+    if (recomputed.requires_grad()) run_backward({recomputed}, {g[0]}, /*retain_graph=*/false);
+    std::vector<Tensor> grads(1 + num_params);  // the parameters already hold theirs
+    if (needs_input_grad) grads[0] = x.grad();
+    return grads;
+  });
+  return out;
+}
+
+}  // namespace weft::autograd

@@ -1,0 +1,48 @@
+#include "weft/ops/autocast.h"
+
+#include <utility>
+
+namespace weft {
+
+namespace {
+
+enum class Policy { lower, f32 };
+
+// The one table of the autocast policy (mirrored in docs/mixed-precision.md).
+constexpr std::pair<std::string_view, Policy> kPolicy[] = {
+    {"matmul", Policy::lower},      {"linear", Policy::lower},       {"conv2d", Policy::lower},
+    {"softmax", Policy::f32},       {"log_softmax", Policy::f32},    {"exp", Policy::f32},
+    {"log", Policy::f32},           {"pow", Policy::f32},            {"sqrt", Policy::f32},
+    {"layer_norm", Policy::f32},    {"batch_norm", Policy::f32},     {"cross_entropy", Policy::f32},
+    {"mse_loss", Policy::f32},      {"sum", Policy::f32},
+};
+
+thread_local std::optional<DType> current;
+
+Policy policy_of(std::string_view op) {
+  for (const auto& [name, policy] : kPolicy)
+    if (name == op) return policy;
+  throw ValueError(str("autocast: op '", op, "' has no entry in the autocast policy table (ops/autocast.cpp)"));
+}
+
+}  // namespace
+
+std::optional<DType> autocast_dtype() { return current; }
+
+AutocastGuard::AutocastGuard(std::optional<DType> dtype) : previous_(current) {
+  if (dtype == DType::f32) dtype.reset();
+  WEFT_CHECK(!dtype || *dtype == DType::bf16 || *dtype == DType::f16, ValueError,
+             "autocast: the low-precision type must be bf16 or f16, got ", dtype_name(*dtype));
+  current = dtype;
+}
+
+AutocastGuard::~AutocastGuard() { current = previous_; }
+
+Tensor autocast(std::string_view op, const Tensor& t) {
+  if (!current) return t;
+  Policy policy = policy_of(op);
+  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::f64) return t;
+  return t.to(policy == Policy::lower ? *current : DType::f32);
+}
+
+}  // namespace weft

@@ -1,0 +1,47 @@
+// Autocast: mixed precision chosen per op, as torch.autocast. Inside an AutocastGuard(bf16 or
+// f16), each op casts its floating inputs on entry as one table says (kPolicy in autocast.cpp;
+// docs/mixed-precision.md lists it):
+//
+//   lower  matmul, linear, conv2d (and so attention's two products): f32 inputs become the low
+//          type, so the GEMMs run on oneDNN's AVX512-BF16 / AMX kernels; results stay low.
+//   f32    softmax, log_softmax, exp, log, pow, sqrt, layer_norm, batch_norm, cross_entropy,
+//          mse_loss, sum (and so mean): 16-bit inputs become f32, because these need f32's range
+//          (exp, log, pow) or add up many terms (norms, losses, reductions).
+//
+// Every other op runs in its inputs' dtype, and binary arithmetic on two floating dtypes promotes
+// to the wider one (with or without autocast, as PyTorch's type promotion does).
+//
+// Invariants: the casts are recorded `to` ops, so each gradient arrives in its input's own dtype
+// and a parameter's .grad is f32 like the parameter (the f32 master weights the optimizer
+// updates), even though the GEMM that produced it ran in the low type. f64 tensors are never cast
+// (they exist for gradient checks). The state is per thread, like grad mode.
+#pragma once
+#include <optional>
+#include <string_view>
+
+#include "weft/core/tensor.h"
+
+namespace weft {
+
+// The low-precision type ops on the `lower` list use, or nullopt when autocast is off.
+std::optional<DType> autocast_dtype();
+
+// Turns autocast on with bf16 or f16 for its scope (nullopt or f32: off); other types are a
+// ValueError. Restores the previous state when it ends.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(std::optional<DType> dtype);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  std::optional<DType> previous_;
+};
+
+// `t` as op `op` must see it under the current autocast state: t itself when autocast is off, t
+// is undefined, not floating, f64, or already of the type the policy wants. An op that is not in
+// the table is a ValueError, so that every op's place in the policy is a decision.
+Tensor autocast(std::string_view op, const Tensor& t);
+
+}  // namespace weft

@@ -1,0 +1,117 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "expect_error.h"
+#include "weft/core/random.h"
+#include "weft/ops/activation.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/autocast.h"
+#include "weft/ops/conv.h"
+#include "weft/ops/linear.h"
+#include "weft/ops/loss.h"
+#include "weft/ops/reduce.h"
+
+namespace weft {
+namespace {
+
+using testing::contains;
+using testing::message_of;
+
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
+  Generator gen(seed);
+  return Tensor::randn(shape, gen, dtype);
+}
+
+Tensor leaf(const Shape& shape, uint64_t seed) {
+  Tensor t = randn(shape, seed);
+  t.requires_grad_();
+  return t;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+  return worst;
+}
+
+TEST(Autocast, LinearRunsInBf16AndGradientsReturnInF32) {
+  Tensor x = leaf({16, 64}, 1), w = leaf({32, 64}, 2), b = leaf({32}, 3);
+  Tensor reference = linear(x, w, b);
+  Tensor y;
+  {
+    AutocastGuard guard(DType::bf16);
+    y = linear(x, w, b);
+  }
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  // bf16 keeps 8 significant bits: the products of 64 terms of size ~1 agree to about 2^-8 each.
+  EXPECT_LT(max_abs_diff(y, reference), 0.3);
+  EXPECT_GT(max_abs_diff(y, reference), 0);  // it really ran in bf16
+  sum(y).backward();
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  EXPECT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_EQ(b.grad().dtype(), DType::f32);
+  EXPECT_EQ(w.grad().shape(), w.shape());
+}
+
+TEST(Autocast, ConvAndMatmulAreOnTheLowList) {
+  AutocastGuard guard(DType::bf16);
+  EXPECT_EQ(conv2d(randn({2, 3, 8, 8}, 4), randn({4, 3, 3, 3}, 5)).dtype(), DType::bf16);
+  EXPECT_EQ(matmul(randn({4, 5}, 6), randn({5, 3}, 7)).dtype(), DType::bf16);
+}
+
+TEST(Autocast, F32ListOpsWidenSixteenBitInputs) {
+  Tensor low = randn({4, 10}, 8, DType::bf16);
+  Tensor targets = Tensor::from_vector<int64_t>({1, 2, 3, 4}, {4});
+  AutocastGuard guard(DType::bf16);
+  EXPECT_EQ(softmax(low, 1).dtype(), DType::f32);
+  EXPECT_EQ(log_softmax(low, 1).dtype(), DType::f32);
+  EXPECT_EQ(exp(low).dtype(), DType::f32);
+  EXPECT_EQ(sum(low).dtype(), DType::f32);
+  EXPECT_EQ(mean(low).dtype(), DType::f32);
+  EXPECT_EQ(cross_entropy(low, targets).dtype(), DType::f32);
+  EXPECT_EQ(relu(low).dtype(), DType::bf16);  // on neither list: runs in its input's type
+}
+
+TEST(Autocast, OffByDefaultAndRestoredAfterTheScope) {
+  EXPECT_FALSE(autocast_dtype().has_value());
+  {
+    AutocastGuard outer(DType::f16);
+    EXPECT_EQ(autocast_dtype(), DType::f16);
+    {
+      AutocastGuard off(std::nullopt);
+      EXPECT_FALSE(autocast_dtype().has_value());
+      EXPECT_EQ(linear(randn({2, 3}, 9), randn({4, 3}, 10)).dtype(), DType::f32);
+    }
+    EXPECT_EQ(autocast_dtype(), DType::f16);
+  }
+  EXPECT_FALSE(autocast_dtype().has_value());
+}
+
+TEST(Autocast, F64IsNeverCast) {
+  AutocastGuard guard(DType::bf16);
+  EXPECT_EQ(linear(randn({2, 3}, 11, DType::f64), randn({4, 3}, 12, DType::f64)).dtype(), DType::f64);
+}
+
+TEST(Autocast, RejectsNonSixteenBitTypesAndUnlistedOps) {
+  EXPECT_TRUE(contains(message_of<ValueError>([] { AutocastGuard g(DType::i8); }), "bf16 or f16"));
+  AutocastGuard guard(DType::bf16);
+  EXPECT_TRUE(contains(message_of<ValueError>([] { autocast("topk", randn({2}, 13)); }), "'topk' has no entry"));
+}
+
+TEST(TypePromotion, MixedFloatingOperandsMeetInTheWiderTypeAndGradientsKeepTheirs) {
+  Tensor a = leaf({3, 4}, 14);
+  Tensor low = randn({3, 4}, 15, DType::bf16);
+  low.requires_grad_();
+  Tensor y = add(a, low);
+  EXPECT_EQ(y.dtype(), DType::f32);
+  EXPECT_EQ(mul(low, Tensor::ones({3, 4}, DType::f16)).dtype(), DType::f32);  // bf16 and f16: f32
+  sum(y).backward();
+  EXPECT_EQ(a.grad().dtype(), DType::f32);
+  EXPECT_EQ(low.grad().dtype(), DType::bf16);
+  EXPECT_EQ(low.grad().to_vector<float>(), std::vector<float>(12, 1.0f));
+}
+
+}  // namespace
+}  // namespace weft
