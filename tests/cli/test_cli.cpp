@@ -1,7 +1,6 @@
 // The `weft` command line as a user meets it: exit status 2 and one clear line on stderr for
 // every bad input, and nothing half-written.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -10,6 +9,7 @@
 #include <fstream>
 
 #include "expect_error.h"
+#include "weft_cli.h"
 #include "weft/core/tensor.h"
 #include "weft/io/safetensors.h"
 
@@ -18,23 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::contains;
-
-struct Outcome {
-  int status;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome weft_cli(const std::string& args) {
-  std::string command = std::string(WEFT_CLI_PATH) + " " + args + " 2>&1";
-  Outcome outcome{-1, {}};
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return outcome;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) outcome.output.append(buffer, n);
-  int status = pclose(pipe);
-  outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return outcome;
-}
+using testing::expect_usage_error;
+using testing::Outcome;
+using testing::weft_cli;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -47,13 +33,6 @@ class CliTest : public ::testing::Test {
   void write(const std::string& name, const std::string& bytes) const {
     std::ofstream(dir_ / name, std::ios::binary) << bytes;
   }
-  // The error line, and that it is the only thing printed.
-  void expect_usage_error(const Outcome& o, const std::string& says) const {
-    EXPECT_EQ(o.status, 2) << o.output;
-    EXPECT_TRUE(contains(o.output, says)) << o.output;
-    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
-  }
-
   fs::path dir_;
 };
 

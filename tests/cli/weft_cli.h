@@ -1,0 +1,38 @@
+// Running the `weft` executable the way a user does, for the tests in tests/cli/.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "expect_error.h"
+
+namespace weft::testing {
+
+struct Outcome {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+inline Outcome weft_cli(const std::string& args) {
+  std::string command = std::string(WEFT_CLI_PATH) + " " + args + " 2>&1";
+  Outcome outcome{-1, {}};
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return outcome;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) outcome.output.append(buffer, n);
+  int status = pclose(pipe);
+  outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return outcome;
+}
+
+// The error line, and that it is the only thing printed.
+inline void expect_usage_error(const Outcome& o, const std::string& says) {
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_TRUE(contains(o.output, says)) << o.output;
+  EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
+}
+
+}  // namespace weft::testing
