@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "expect_error.h"
+#include "weft/autograd/autocast_mode.h"
 #include "weft/autograd/checkpoint.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/allocator.h"
@@ -54,6 +55,26 @@ TEST(Checkpoint, GradientsEqualThePlainRunIncludingDropout) {
     EXPECT_EQ(a[i].second.grad().to_vector<float>(), b[i].second.grad().to_vector<float>()) << a[i].first;
   }
   EXPECT_EQ(x.grad().to_vector<float>(), x2.grad().to_vector<float>());
+}
+
+// Backward runs after the autocast scope has closed; the recomputation must still run in bf16.
+TEST(Checkpoint, RecomputesUnderTheForwardsAutocastState) {
+  auto plain = make_net(11, 32, 2, 0), checkpointed = make_net(11, 32, 2, 0);
+  checkpointed->set_checkpoint_segments(3);
+  Generator gen(12);
+  Tensor x = Tensor::randn({8, 16}, gen);
+  for (Sequential* net : {plain.get(), checkpointed.get()}) {
+    Tensor y;
+    {
+      AutocastGuard bf16(DType::bf16);
+      y = (*net)(x);
+    }
+    ASSERT_EQ(y.dtype(), DType::bf16);
+    sum(y).backward();
+  }
+  auto a = plain->named_parameters(), b = checkpointed->named_parameters();
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i].second.grad().to_vector<float>(), b[i].second.grad().to_vector<float>()) << a[i].first;
 }
 
 TEST(Checkpoint, ParametersGetGradientsWhenTheInputNeedsNone) {

@@ -1,5 +1,6 @@
 #include "weft/autograd/checkpoint.h"
 
+#include "weft/autograd/autocast_mode.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
 #include "weft/core/random.h"
@@ -26,6 +27,7 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& block, const Tenso
                   const std::vector<Tensor>& params) {
   if (!is_grad_enabled()) return block(input);
   const auto rng = default_generator().state();
+  const std::optional<DType> low_precision = autocast_dtype();
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -34,12 +36,13 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& block, const Tenso
   std::vector<Tensor> inputs = {input};
   inputs.insert(inputs.end(), params.begin(), params.end());
   record("checkpoint", inputs, {out}, [block, input = input.detach(), needs_input_grad = input.requires_grad(), rng,
-                                       num_params = params.size()](const std::vector<Tensor>& g) {
+                                       low_precision, num_params = params.size()](const std::vector<Tensor>& g) {
     Tensor x = input.detach();
     if (needs_input_grad) x.requires_grad_();
     Tensor recomputed;
     {
       EnableGradGuard grad_on;
+      AutocastGuard autocast(low_precision);
       const auto now = default_generator().state();
       default_generator().set_state(rng);
       recomputed = block(x);

@@ -4,7 +4,8 @@
 // activations drops to the block boundaries plus one block at a time, for one more forward.
 //
 // Invariants: gradients equal the plain run's (the recomputation sees the same input, the same
-// parameters and, through a saved and restored default-generator state, the same dropout masks);
+// parameters, the forward's autocast state and, through a saved and restored default-generator
+// state, the same dropout masks);
 // the block's parameters receive their gradients during the recomputation's own backward, so a
 // parameter's grad-ready hooks fire then. `params` must list every tensor the block reads that
 // may require grad: they make the checkpoint record even when the input needs no gradient (the

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "weft/autograd/autocast_mode.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/elementwise.h"
@@ -13,6 +14,18 @@ namespace weft {
 static thread_local bool grad_enabled = true;
 bool is_grad_enabled() { return grad_enabled; }
 void set_grad_enabled(bool on) { grad_enabled = on; }
+
+static thread_local std::optional<DType> autocast_type;
+std::optional<DType> autocast_dtype() { return autocast_type; }
+
+AutocastGuard::AutocastGuard(std::optional<DType> dtype) : previous_(autocast_type) {
+  if (dtype == DType::f32) dtype.reset();
+  WEFT_CHECK(!dtype || *dtype == DType::bf16 || *dtype == DType::f16, ValueError,
+             "autocast: the low-precision type must be bf16 or f16, got ", dtype_name(*dtype));
+  autocast_type = dtype;
+}
+
+AutocastGuard::~AutocastGuard() { autocast_type = previous_; }
 
 namespace autograd {
 

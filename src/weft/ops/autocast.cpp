@@ -17,8 +17,6 @@ constexpr std::pair<std::string_view, Policy> kPolicy[] = {
     {"mse_loss", Policy::f32},      {"sum", Policy::f32},
 };
 
-thread_local std::optional<DType> current;
-
 Policy policy_of(std::string_view op) {
   for (const auto& [name, policy] : kPolicy)
     if (name == op) return policy;
@@ -27,18 +25,8 @@ Policy policy_of(std::string_view op) {
 
 }  // namespace
 
-std::optional<DType> autocast_dtype() { return current; }
-
-AutocastGuard::AutocastGuard(std::optional<DType> dtype) : previous_(current) {
-  if (dtype == DType::f32) dtype.reset();
-  WEFT_CHECK(!dtype || *dtype == DType::bf16 || *dtype == DType::f16, ValueError,
-             "autocast: the low-precision type must be bf16 or f16, got ", dtype_name(*dtype));
-  current = dtype;
-}
-
-AutocastGuard::~AutocastGuard() { current = previous_; }
-
 Tensor autocast(std::string_view op, const Tensor& t) {
+  const std::optional<DType> current = autocast_dtype();
   if (!current) return t;
   Policy policy = policy_of(op);
   if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::f64) return t;

@@ -14,30 +14,15 @@
 // Invariants: the casts are recorded `to` ops, so each gradient arrives in its input's own dtype
 // and a parameter's .grad is f32 like the parameter (the f32 master weights the optimizer
 // updates), even though the GEMM that produced it ran in the low type. f64 tensors are never cast
-// (they exist for gradient checks). The state is per thread, like grad mode.
+// (they exist for gradient checks). The on/off state and AutocastGuard are per thread, in
+// autograd/autocast_mode.h (checkpointing restores them for its recomputation).
 #pragma once
-#include <optional>
 #include <string_view>
 
+#include "weft/autograd/autocast_mode.h"
 #include "weft/core/tensor.h"
 
 namespace weft {
-
-// The low-precision type ops on the `lower` list use, or nullopt when autocast is off.
-std::optional<DType> autocast_dtype();
-
-// Turns autocast on with bf16 or f16 for its scope (nullopt or f32: off); other types are a
-// ValueError. Restores the previous state when it ends.
-class AutocastGuard {
- public:
-  explicit AutocastGuard(std::optional<DType> dtype);
-  ~AutocastGuard();
-  AutocastGuard(const AutocastGuard&) = delete;
-  AutocastGuard& operator=(const AutocastGuard&) = delete;
-
- private:
-  std::optional<DType> previous_;
-};
 
 // `t` as op `op` must see it under the current autocast state: t itself when autocast is off, t
 // is undefined, not floating, f64, or already of the type the policy wants. An op that is not in

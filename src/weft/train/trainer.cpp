@@ -85,34 +85,6 @@ std::optional<DType> autocast_type(const std::string& precision) {
   return std::nullopt;
 }
 
-struct StepTally {
-  double loss_sum = 0;  // summed cross-entropy of the batch's samples
-  int64_t correct = 0;
-};
-
-// Forward and backward of one batch in micro-batches of `micro_batch` samples. Each micro-batch's
-// loss is its summed cross-entropy divided by the whole batch's size, so the accumulated
-// gradients are those of the batch's mean loss, however it is cut.
-StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
-                               std::optional<DType> low_precision, const amp::GradScaler* scaler) {
-  StepTally tally;
-  const int64_t n = batch.targets.numel();
-  for (int64_t begin = 0; begin < n; begin += micro_batch) {
-    const int64_t length = std::min(micro_batch, n - begin);
-    Tensor targets = batch.targets.narrow(0, begin, length);
-    Tensor logits, loss_sum;
-    {
-      AutocastGuard autocast(low_precision);
-      logits = model(batch.inputs.narrow(0, begin, length));
-      loss_sum = cross_entropy(logits, targets, Reduction::sum);
-    }
-    Tensor loss = mul(loss_sum, 1.0 / static_cast<double>(n));
-    (scaler ? scaler->scale(loss) : loss).backward();
-    tally.loss_sum += loss_sum.item();
-    tally.correct += count_correct(logits, targets);
-  }
-  return tally;
-}
 
 // One record per logged step, to TensorBoard and metrics.jsonl.
 class MetricsLog {
@@ -138,6 +110,27 @@ class MetricsLog {
 };
 
 }  // namespace
+
+StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
+                               std::optional<DType> low_precision, const amp::GradScaler* scaler) {
+  StepTally tally;
+  const int64_t n = batch.targets.numel();
+  for (int64_t begin = 0; begin < n; begin += micro_batch) {
+    const int64_t length = std::min(micro_batch, n - begin);
+    Tensor targets = batch.targets.narrow(0, begin, length);
+    Tensor logits, loss_sum;
+    {
+      AutocastGuard autocast(low_precision);
+      logits = model(batch.inputs.narrow(0, begin, length));
+      loss_sum = cross_entropy(logits, targets, Reduction::sum);
+    }
+    Tensor loss = mul(loss_sum, 1.0 / static_cast<double>(n));
+    (scaler ? scaler->scale(loss) : loss).backward();
+    tally.loss_sum += loss_sum.item();
+    tally.correct += count_correct(logits, targets);
+  }
+  return tally;
+}
 
 data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
   if (dataset == "fashion-mnist") return data::load_mnist_idx(dir, train, data::kFashionMnistNormalization);
