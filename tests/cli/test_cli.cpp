@@ -1,7 +1,6 @@
 // The `weft` command line as a user meets it: exit status 2 and one clear line on stderr for
 // every bad input, and nothing half-written.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -9,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/cli_runner.h"
 #include "expect_error.h"
 #include "weft/core/tensor.h"
 #include "weft/io/safetensors.h"
@@ -18,23 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::contains;
-
-struct Outcome {
-  int status;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome weft_cli(const std::string& args) {
-  std::string command = std::string(WEFT_CLI_PATH) + " " + args + " 2>&1";
-  Outcome outcome{-1, {}};
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return outcome;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) outcome.output.append(buffer, n);
-  int status = pclose(pipe);
-  outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return outcome;
-}
+using testing::Outcome;
+using testing::weft_cli;
 
 class CliTest : public ::testing::Test {
  protected:
