@@ -223,7 +223,7 @@ Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& 
 ModelDescription ModelDescription::parameters_only(int64_t count) {
   WEFT_CHECK(count > 0, ValueError, "plan: --params must be a positive number of parameters, got ", count);
   ModelDescription m;
-  m.name_ = str(count, " parameters");
+  m.name_ = "a parameter count";
   m.num_parameters_ = count;
   return m;
 }

@@ -72,8 +72,9 @@ class ModelDescription {
   int64_t largest_unit_parameters() const { return largest_unit_; }
   const std::optional<GptConfig>& gpt_config() const { return gpt_; }
   bool knows_activations() const { return gpt_.has_value() || classifier_ != nullptr; }
-  // The default per-device batch: weft train's 128 images for classifiers, 8 sequences for GPT.
-  int64_t default_batch() const { return gpt_ ? 8 : 128; }
+  // The default per-device batch: weft train's 128 images for classifiers, 8 sequences for GPT,
+  // 1 for a bare parameter count (whose plan has no activations).
+  int64_t default_batch() const { return gpt_ ? 8 : classifier_ ? 128 : 1; }
 
   // One training step at `batch` samples per device; with `checkpointed` the blocks (GPT) or the
   // layers with parameters and the parameter-free layers after them (classifiers) are segments.

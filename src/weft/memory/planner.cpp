@@ -191,7 +191,7 @@ Plan make_plan(const ModelDescription& model, PlanRequest request) {
   if (!plan.activations_known)
     plan.notes.push_back("activations are not included: a parameter count says nothing about them; describe the "
                          "architecture (--model, or --layers --hidden --heads --vocab --seq) to count them");
-  if (r.precision != Precision::fp32)
+  if (r.precision != Precision::fp32 && plan.activations_known)
     plan.notes.push_back("16-bit activations follow autocast's rules (softmax and the loss in f32); weft has no "
                          "autocast yet, so only the fp32 estimates are checked against its allocator");
   if (r.checkpoint_activations)
