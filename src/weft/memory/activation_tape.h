@@ -1,9 +1,9 @@
 // ActivationTape: one training step's forward pass as weft's autograd records it, reduced to what
 // costs memory (which tensors each op creates, which it keeps for its backward, what it needs only
 // while it runs), and a replay of the whole step (forward, then backward in reverse order) under the
-// engine's lifetime rules. The replay's high-water mark is the step's activation memory: what a
-// training step needs on top of the parameters, gradients and optimizer state, which the planner
-// counts on its own because they stay resident for the whole step.
+// engine's lifetime rules. Its high-water mark is the step's activation memory, or, told what lives
+// beside the activations (States: parameters and optimizer state, gradients as the loop keeps
+// them), the peak of the whole step.
 //
 // What is counted is storage, not tensors: a view shares its base's storage, and a storage lives
 // while anything refers to it:
@@ -19,7 +19,7 @@
 // that input's slot (a second contribution allocates the sum, as the engine's accumulate() does);
 // then the gradients of its outputs are dropped. Every tensor counts what the caching allocator hands
 // out for it (fresh_block_bytes, core/allocator.h: multiples of 512 bytes, whole 2 MiB segments for
-// some large ones), the same rules as PyTorch's CUDA allocator.
+// some large ones).
 //
 // Activation checkpointing: ops recorded between begin_segment() and end_segment() keep nothing
 // for backward during the forward; the segment's input is kept instead, and when the backward

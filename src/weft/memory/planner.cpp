@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "weft/core/allocator.h"
 #include "weft/core/error.h"
@@ -108,6 +109,7 @@ std::optional<Plan> first_that_fits(const ModelDescription& model, const Plan& p
   }
   r.zero = 3;
   for (int64_t world = r.world * 2; world <= kMaxWorld; world *= 2) {
+    if (plan.per_device_batch > std::numeric_limits<int64_t>::max() / world) break;
     r.batch = plan.per_device_batch * world;
     r.world = world;
     if (auto p = fits(r)) return p;
