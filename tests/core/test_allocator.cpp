@@ -327,6 +327,22 @@ TEST(CachingAllocatorTest, LargeRequestsGetSegmentsRoundedTo2MiB) {
   for (void* block : {small, p, q}) a.deallocate(block);
 }
 
+// fresh_block_bytes is what planning counts per tensor: it must be what a fresh segment gives.
+TEST(CachingAllocatorTest, FreshBlockBytesIsWhatANewSegmentAllocates) {
+  const std::vector<int64_t> requests = {1,           512,           513,     1 * MiB,  1 * MiB + 1,
+                                         1605632,  // mlp's fc1 weight
+                                         3 * MiB - 1, 3 * MiB + 512, 3964928, 11075584, 20 * MiB};
+  for (int64_t request : requests) {
+    CachingAllocator a;
+    void* p = a.allocate(static_cast<size_t>(request));
+    EXPECT_EQ(a.stats().allocated_bytes, weft::fresh_block_bytes(request)) << request << " bytes";
+    a.deallocate(p);
+  }
+  EXPECT_EQ(weft::fresh_block_bytes(1605632), 2 * MiB) << "a remainder of at most 1 MiB stays with the block";
+  EXPECT_EQ(weft::fresh_block_bytes(11075584), 11075584) << "a remainder over 1 MiB is split off";
+  EXPECT_THROW(weft::fresh_block_bytes(-1), weft::ValueError);
+}
+
 TEST(CachingAllocatorTest, DeallocatingForeignOrFreedPointerThrowsValueError) {
   CachingAllocator a;
   a.deallocate(nullptr);

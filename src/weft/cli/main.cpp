@@ -10,11 +10,12 @@
 #include "weft/core/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"weft: train, inspect and evaluate models, and see what the hardware does"};
+  CLI::App app{"weft: train, inspect and evaluate models, plan their memory, and see what the hardware does"};
   app.require_subcommand(1);
   std::function<void()> run;
   weft::cli::add_train_commands(app, run);
   weft::cli::add_dtype_command(app, run);
+  weft::cli::add_plan_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -69,6 +69,13 @@ class CachingAllocator {
   std::unique_ptr<Impl> impl_;
 };
 
+// What a request of `nbytes` adds to allocated_bytes when it is served from a newly reserved
+// segment: the size rounded up to 512 bytes, or, for a large request (> 1 MiB) whose 2 MiB-rounded
+// segment would leave at most 1 MiB over, the whole segment (such a remainder is not split off).
+// Memory planning counts tensors this way (src/weft/memory/); a request served from the cache may
+// get a larger block by the same rule.
+int64_t fresh_block_bytes(int64_t nbytes);
+
 // "2GiB", "512MiB", "64KiB", "1.5GB", "1e9", "123" -> bytes; throws ValueError on nonsense.
 int64_t parse_bytes(std::string_view text);
 // 1536 -> "1.50 KiB"

@@ -1,0 +1,210 @@
+// `weft plan`: memory per device and the strategy for a training setup (src/weft/memory/planner.h).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/cli/commands.h"
+#include "weft/core/allocator.h"
+#include "weft/memory/planner.h"
+
+namespace weft::cli {
+
+namespace {
+
+struct PlanFlags {
+  std::string model, params;
+  memory::GptConfig gpt;
+  int64_t batch = 0;
+  std::string precision = "fp32", optimizer = "adam", device = "H100";
+  int zero = 0;
+  int64_t world = 1;
+  bool checkpoint = false, json = false;
+  // Which of the description flags were given, to reject contradictions.
+  std::vector<std::string> architecture_flags;
+  bool batch_given = false;
+};
+
+memory::ModelDescription describe(const PlanFlags& f) {
+  const bool has_architecture = !f.architecture_flags.empty();
+  const std::string first_architecture_flag = has_architecture ? f.architecture_flags.front() : "";
+  if (!f.params.empty()) {
+    WEFT_CHECK(f.model.empty(), ValueError, "plan: --model ", f.model,
+               " and --params describe the model twice; give one of them");
+    WEFT_CHECK(!has_architecture, ValueError, "plan: --params and ", first_architecture_flag,
+               " describe the model twice; give a parameter count or the architecture, not both");
+    return memory::ModelDescription::parameters_only(memory::parse_parameter_count(f.params));
+  }
+  if (!f.model.empty() && f.model != "gpt") {
+    WEFT_CHECK(!has_architecture, ValueError, "plan: ", first_architecture_flag, " describes a GPT, but --model ",
+               f.model, " is fixed; drop ", first_architecture_flag, " or use --model gpt");
+    return memory::ModelDescription::builtin(f.model);
+  }
+  WEFT_CHECK(!f.model.empty() || has_architecture, ValueError,
+             "plan: no model: give --model mlp|cnn|gpt, --params N, or a GPT's --layers --hidden --heads --vocab --seq");
+  return memory::ModelDescription::gpt(f.gpt);
+}
+
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string describe_setup(const memory::PlanRequest& r, int64_t per_device_batch) {
+  return str(memory::precision_name(r.precision), ", ZeRO-", r.zero, " over ", r.world,
+             r.world == 1 ? " device" : " devices", " (batch ", r.batch, ", ", per_device_batch, " per device)",
+             r.checkpoint_activations ? ", activation checkpointing" : "");
+}
+
+void print_row(const char* what, int64_t bytes, const std::string& remark) {
+  std::printf("  %-26s %20s  %9s  %11s  %s\n", what, grouped(bytes).c_str(), memory::format_decimal_bytes(bytes).c_str(),
+              format_bytes(bytes).c_str(), remark.c_str());
+}
+
+void print_plan(const memory::ModelDescription& model, const memory::Plan& p) {
+  const memory::PlanRequest& r = p.request;
+  std::cout << "weft plan: " << model.name() << ", " << grouped(model.num_parameters()) << " parameters\n"
+            << "  " << memory::optimizer_name(r.optimizer) << ", " << describe_setup(r, p.per_device_batch) << "\n\n";
+  std::printf("  %-26s %20s  %9s  %11s\n", "per device", "bytes", "decimal", "binary");
+  print_row("parameters", p.params_bytes, str(p.per_parameter.params, " B/param", r.zero >= 3 ? ", sharded" : ""));
+  print_row("gradients", p.grads_bytes, str(p.per_parameter.grads, " B/param", r.zero >= 2 ? ", sharded" : ""));
+  print_row("optimizer states", p.optimizer_bytes,
+            str(p.per_parameter.optimizer, " B/param", r.zero >= 1 ? ", sharded" : ""));
+  if (p.rounding_bytes > 0)
+    std::cout << "  (the three rows above include " << memory::format_decimal_bytes(p.rounding_bytes)
+              << " of allocator blocks beyond bytes x parameters: each tensor is its own allocation)\n";
+  if (p.gathered_bytes > 0)
+    print_row("ZeRO-3 gathered layer", p.gathered_bytes, "one layer's parameters and gradients in full");
+  if (p.activations_known) print_row("activations (high-water)", p.activations_bytes, "");
+  else std::printf("  %-26s %20s\n", "activations", "unknown");
+  print_row("total (peak of the step)", p.total_bytes, "");
+  const int64_t sum = p.params_bytes + p.grads_bytes + p.optimizer_bytes + p.gathered_bytes + p.activations_bytes;
+  std::cout << "  peak during " << p.peak_at << "\n";
+  if (p.activations_known && p.total_bytes < sum)
+    std::cout << "  (" << memory::format_decimal_bytes(sum - p.total_bytes)
+              << " below the sum of the rows: the gradients are dropped before the backward and come back as it frees "
+                 "activations)\n";
+  std::cout << "\ndevice " << p.device.name << ": " << memory::format_decimal_bytes(p.device.memory_bytes) << " ("
+            << format_bytes(p.device.memory_bytes) << "), " << p.device.source << "\n";
+  if (p.fits) {
+    std::printf("fits: yes, %.1f%% of the device\n", 100.0 * p.total_bytes / p.device.memory_bytes);
+  } else {
+    std::cout << "fits: no, " << memory::format_decimal_bytes(p.total_bytes) << " per device > "
+              << memory::format_decimal_bytes(p.device.memory_bytes) << "\n";
+    if (p.fits_with) {
+      const memory::PlanRequest& f = *p.fits_with;
+      std::cout << "fits with: " << describe_setup(f, f.batch / f.world) << ": "
+                << memory::format_decimal_bytes(p.fits_with_total_bytes) << " per device\n";
+    }
+  }
+  std::cout << "strategy chart (seeds 003; model size = fp32 weights = "
+            << memory::format_decimal_bytes(p.model_size_bytes) << ", row " << p.chart.model_size
+            << "): " << p.chart.strategy << "\n";
+  for (const std::string& note : p.notes) std::cout << "note: " << note << "\n";
+}
+
+nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan& p) {
+  const memory::PlanRequest& r = p.request;
+  nlohmann::json fits_with = nullptr;
+  if (p.fits_with)
+    fits_with = {{"precision", memory::precision_name(p.fits_with->precision)},
+                 {"zero", p.fits_with->zero},
+                 {"world", p.fits_with->world},
+                 {"batch", p.fits_with->batch},
+                 {"per_device_batch", p.fits_with->batch / p.fits_with->world},
+                 {"checkpoint_activations", p.fits_with->checkpoint_activations},
+                 {"total_bytes", p.fits_with_total_bytes}};
+  return {{"model", model.name()},
+          {"params", model.num_parameters()},
+          {"batch", r.batch},
+          {"per_device_batch", p.per_device_batch},
+          {"precision", memory::precision_name(r.precision)},
+          {"optimizer", memory::optimizer_name(r.optimizer)},
+          {"zero", r.zero},
+          {"world", r.world},
+          {"checkpoint_activations", r.checkpoint_activations},
+          {"bytes_per_param", {{"params", p.per_parameter.params}, {"grads", p.per_parameter.grads},
+                               {"optimizer", p.per_parameter.optimizer}}},
+          {"params_bytes", p.params_bytes},
+          {"grads_bytes", p.grads_bytes},
+          {"optimizer_bytes", p.optimizer_bytes},
+          {"gathered_bytes", p.gathered_bytes},
+          {"allocator_rounding_bytes", p.rounding_bytes},
+          {"activations_known", p.activations_known},
+          {"activations_bytes", p.activations_bytes},
+          {"total_bytes", p.total_bytes},
+          {"peak_at", p.peak_at},
+          {"device", p.device.name},
+          {"device_bytes", p.device.memory_bytes},
+          {"device_source", p.device.source},
+          {"fits", p.fits},
+          {"model_size_bytes", p.model_size_bytes},
+          {"strategy", p.chart.strategy},
+          {"strategy_row", p.chart.model_size},
+          {"fits_with", fits_with},
+          {"notes", p.notes}};
+}
+
+void plan(const PlanFlags& f) {
+  memory::ModelDescription model = describe(f);
+  memory::PlanRequest request{.batch = 0,
+                              .precision = memory::parse_precision(f.precision),
+                              .optimizer = memory::parse_optimizer(f.optimizer),
+                              .zero = f.zero,
+                              .world = f.world,
+                              .checkpoint_activations = f.checkpoint,
+                              .device = f.device};
+  if (f.batch_given) {
+    WEFT_CHECK(f.batch > 0, ValueError, "plan: --batch must be a positive number of samples, got ", f.batch);
+    request.batch = f.batch;
+  }
+  memory::Plan p = memory::make_plan(model, request);
+  if (f.json) std::cout << to_json(model, p).dump() << "\n";
+  else print_plan(model, p);
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, std::function<void()>& run) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* c = app.add_subcommand(
+      "plan",
+      "memory per device for training a model, whether it fits a device, and the seeds' strategy chart.\n"
+      "Bytes per parameter (params + grads + optimizer), the ZeRO paper's convention:\n"
+      "  fp32: 4 + 4 + Adam 8 (m, v) = 16; SGD momentum 4; plain SGD 0\n"
+      "  fp16 / bf16 (mixed precision, f32 master weights): 2 + 2 + Adam 12 (master, m, v) = 16; momentum 8; SGD 4\n"
+      "  bf16-pure: 2 + 2 + Adam 4 (m, v in bf16) = 8\n"
+      "ZeRO --zero 1 shards the optimizer states over --world devices, 2 also the gradients, 3 also the parameters.\n"
+      "Activations come from the layers' shapes and what weft's ops keep for the backward; the total is the\n"
+      "predicted peak of one training step per device. Sizes print in bytes, decimal GB and binary GiB.");
+  c->add_option("--model", f->model, "a built-in model: mlp | cnn | gpt (GPT-2 small unless the flags below change it)")
+      ->check(CLI::IsMember({"mlp", "cnn", "gpt"}));
+  c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
+  auto architecture = [&](const char* names, int64_t& value, const char* what) {
+    CLI::Option* o = c->add_option(names, value, what)->capture_default_str();
+    o->each([f, o](const std::string&) { f->architecture_flags.push_back(o->get_name()); });
+  };
+  architecture("--layers", f->gpt.layers, "GPT: transformer blocks");
+  architecture("--hidden,--dim", f->gpt.hidden, "GPT: model width");
+  architecture("--heads", f->gpt.heads, "GPT: attention heads (must divide --hidden)");
+  architecture("--vocab", f->gpt.vocab, "GPT: vocabulary size");
+  architecture("--seq,--context", f->gpt.context, "GPT: sequence length trained on");
+  c->add_option("--batch", f->batch, "global batch, split over --world (default: 128 images or 8 sequences per device)")
+      ->each([f](const std::string&) { f->batch_given = true; });
+  c->add_option("--precision", f->precision, "fp32 | fp16 | bf16 (mixed, f32 master weights) | bf16-pure")
+      ->capture_default_str();
+  c->add_option("--optimizer", f->optimizer, "adam | adamw | momentum (SGD with momentum) | sgd")->capture_default_str();
+  c->add_option("--zero", f->zero, "ZeRO stage 0-3")->capture_default_str();
+  c->add_option("--world,--gpus", f->world, "data-parallel devices")->capture_default_str();
+  c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward");
+  c->add_option("--device,--gpu", f->device, memory::device_names())->capture_default_str();
+  c->add_flag("--json", f->json, "print the plan as one JSON object on the last line");
+  c->callback([&run, f] { run = [f] { plan(*f); }; });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,328 @@
+#include "weft/memory/model.h"
+
+#include <algorithm>
+
+#include "weft/nn/layers.h"
+#include "weft/nn/models.h"
+
+namespace weft::memory {
+
+namespace {
+
+using Value = ActivationTape::Value;
+using Grad = ActivationTape::Grad;
+using Op = ActivationTape::Op;
+
+// Sizes multiply quickly (batch x heads x seq^2): an overflow is an implausible plan, not a number.
+int64_t product(std::initializer_list<int64_t> factors) {
+  int64_t result = 1;
+  for (int64_t f : factors)
+    WEFT_CHECK(!__builtin_mul_overflow(result, f, &result), ValueError,
+               "plan: the sizes given make a tensor of more than 2^63 bytes; check --batch, --seq, --hidden, "
+               "--heads and --vocab");
+  return result;
+}
+
+Value view(ActivationTape& tape, std::string name, Value x, int64_t bytes, Grad grad) {
+  return tape.record({.name = std::move(name), .inputs = {x}, .grads = {grad}, .output_bytes = bytes, .view = true});
+}
+
+// linear, relu, gelu: the backward reads the input (linear's weight gradient, the activations'
+// derivatives), so the op keeps it.
+Value keeps_input(ActivationTape& tape, std::string name, Value x, Grad grad, int64_t out_bytes, int64_t params = 0) {
+  return tape.record({.name = std::move(name), .inputs = {x}, .grads = {grad}, .output_bytes = out_bytes, .saved = {x},
+                      .param_grads = params});
+}
+
+// layer_norm keeps x and the per-row mean and rstd (f32) for its backward.
+Value layer_norm(ActivationTape& tape, std::string name, Value x, int64_t rows, int64_t features) {
+  return tape.record({.name = std::move(name), .inputs = {x}, .grads = {Grad::fresh}, .output_bytes = tape.bytes(x),
+                      .saved = {x}, .saved_extra_bytes = product({2, rows, 4}), .param_grads = 2 * features});
+}
+
+// cross_entropy keeps the logits and the per-row log-sum-exp (f32); it makes the per-row losses
+// and a copy of the targets while it runs. In mixed precision the logits go in as f32 (autocast
+// runs the loss in f32), through a cast whose backward makes the 16-bit gradient.
+Value cross_entropy(ActivationTape& tape, Value logits, Value targets, int64_t rows, int64_t classes,
+                    const ActivationFormat& format) {
+  if (format.fp32_ops != format.element)
+    logits = tape.record({.name = "logits to f32", .inputs = {logits}, .grads = {Grad::fresh},
+                          .output_bytes = product({rows, classes, format.fp32_ops})});
+  const int64_t row_scratch = product({rows, 8 + 4});
+  return tape.record({.name = "cross_entropy", .inputs = {logits, targets}, .grads = {Grad::fresh, Grad::none},
+                      .output_bytes = 4, .saved = {logits}, .saved_extra_bytes = product({rows, 4}),
+                      .forward_scratch_bytes = row_scratch, .backward_scratch_bytes = row_scratch});
+}
+
+int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
+  return (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// Builds the tape of one classifier step layer by layer, following the shape of the activation.
+class ClassifierRecorder {
+ public:
+  ClassifierRecorder(ActivationTape& tape, const ActivationFormat& format, Shape shape, Value x)
+      : tape_(tape), e_(format.element), shape_(std::move(shape)), x_(x) {}
+
+  void add(const std::string& name, const nn::Module& layer) {
+    const std::string label = str(name, " ", layer.name());
+    const Grad grad = x_needs_grad_ ? Grad::fresh : Grad::none;
+    if (auto* flatten = dynamic_cast<const nn::Flatten*>(&layer)) {
+      const int64_t rank = static_cast<int64_t>(shape_.size());
+      const int64_t first = flatten->start_dim < 0 ? flatten->start_dim + rank : flatten->start_dim;
+      const int64_t last = flatten->end_dim < 0 ? flatten->end_dim + rank : flatten->end_dim;
+      WEFT_CHECK(first >= 0 && first <= last && last < rank, ShapeError, "plan: ", label, " cannot flatten dims ",
+                 flatten->start_dim, "..", flatten->end_dim, " of ", shape_str(shape_));
+      Shape flat(shape_.begin(), shape_.begin() + first);
+      flat.push_back(product({numel(Shape(shape_.begin() + first, shape_.begin() + last + 1))}));
+      flat.insert(flat.end(), shape_.begin() + last + 1, shape_.end());
+      shape_ = flat;
+      x_ = view(tape_, label, x_, tape_.bytes(x_), Grad::forwarded);
+    } else if (auto* linear = dynamic_cast<const nn::Linear*>(&layer)) {
+      WEFT_CHECK(shape_.back() == linear->in_features, ShapeError, "plan: ", label, " expects ", linear->in_features,
+                 " features, the activation before it is ", shape_str(shape_));
+      shape_.back() = linear->out_features;
+      x_ = keeps_input(tape_, label, x_, grad, bytes(), layer.num_parameters());
+    } else if (auto* conv = dynamic_cast<const nn::Conv2d*>(&layer)) {
+      WEFT_CHECK(shape_.size() == 4 && shape_[1] == conv->in_channels, ShapeError, "plan: ", label, " expects [N, ",
+                 conv->in_channels, ", H, W], the activation before it is ", shape_str(shape_));
+      const int64_t in_bytes = bytes();
+      shape_ = {shape_[0], conv->out_channels,
+                conv_output_size(shape_[2], conv->kernel_size.h, conv->stride.h, conv->padding.h, conv->dilation.h),
+                conv_output_size(shape_[3], conv->kernel_size.w, conv->stride.w, conv->padding.w, conv->dilation.w)};
+      check_spatial(label);
+      // oneDNN runs convolutions in channel-blocked layouts (nChw16c): the output (and its gradient)
+      // is reordered through a blocked copy, and so is an input with enough channels to be blocked
+      // (a first layer's 1 or 3 channels are read in place). Measured on the cnn: conv1 (1 channel)
+      // copies only its output, conv2 (32 channels) both.
+      const int64_t out_bytes = bytes();
+      const int64_t weight_bytes = product({conv->weight.numel(), e_});
+      const int64_t copies = out_bytes + (conv->in_channels >= 8 ? in_bytes : 0) + weight_bytes;
+      x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {grad}, .output_bytes = out_bytes, .saved = {x_},
+                         .forward_scratch_bytes = copies, .backward_scratch_bytes = copies,
+                         .param_grads = layer.num_parameters()});
+    } else if (auto* pool = dynamic_cast<const nn::MaxPool2d*>(&layer)) {
+      WEFT_CHECK(shape_.size() == 4, ShapeError, "plan: ", label, " expects [N, C, H, W], got ", shape_str(shape_));
+      const int64_t stride_h = pool->stride.h > 0 ? pool->stride.h : pool->kernel_size.h;
+      const int64_t stride_w = pool->stride.w > 0 ? pool->stride.w : pool->kernel_size.w;
+      shape_[2] = conv_output_size(shape_[2], pool->kernel_size.h, stride_h, pool->padding.h, 1);
+      shape_[3] = conv_output_size(shape_[3], pool->kernel_size.w, stride_w, pool->padding.w, 1);
+      check_spatial(label);
+      // The backward needs only oneDNN's workspace: one byte per output element saying which input won.
+      x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {grad}, .output_bytes = bytes(),
+                         .saved_extra_bytes = numel(shape_)});
+    } else if (dynamic_cast<const nn::ReLU*>(&layer) || dynamic_cast<const nn::GELU*>(&layer)) {
+      x_ = keeps_input(tape_, label, x_, grad, bytes());
+    } else if (auto* dropout = dynamic_cast<const nn::Dropout*>(&layer)) {
+      if (dropout->p == 0) return;  // dropout(x, 0) returns x itself
+      x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {grad}, .output_bytes = bytes(),
+                         .saved_extra_bytes = numel(shape_)});  // the u8 keep-mask
+    } else if (auto* norm = dynamic_cast<const nn::BatchNorm2d*>(&layer)) {
+      WEFT_CHECK(shape_.size() == 4 && shape_[1] == norm->num_features, ShapeError, "plan: ", label,
+                 " expects [N, ", norm->num_features, ", H, W], the activation before it is ", shape_str(shape_));
+      x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {Grad::fresh}, .output_bytes = bytes(), .saved = {x_},
+                         .saved_extra_bytes = product({2, norm->num_features, 4}), .param_grads = layer.num_parameters()});
+    } else if (auto* norm = dynamic_cast<const nn::LayerNorm*>(&layer)) {
+      const int64_t features = numel(norm->normalized_shape);
+      x_ = layer_norm(tape_, label, x_, numel(shape_) / features, features);
+    } else {
+      throw ValueError(str("plan: cannot estimate the activations of layer ", label,
+                           "; the planner knows Linear, Conv2d, MaxPool2d, ReLU, GELU, Flatten, Dropout, BatchNorm2d "
+                           "and LayerNorm"));
+    }
+    x_needs_grad_ = x_needs_grad_ || layer.num_parameters() > 0;
+  }
+
+  Value output() const { return x_; }
+  const Shape& shape() const { return shape_; }
+
+ private:
+  int64_t bytes() const { return product({numel(shape_), e_}); }
+  void check_spatial(const std::string& label) const {
+    WEFT_CHECK(shape_[2] > 0 && shape_[3] > 0, ShapeError, "plan: ", label, " leaves no output pixels (",
+               shape_str(shape_), "); the sample is too small for the layers");
+  }
+
+  ActivationTape& tape_;
+  int64_t e_;
+  Shape shape_;
+  Value x_;
+  bool x_needs_grad_ = false;  // the batch needs no gradient; what a layer with parameters makes does
+};
+
+}  // namespace
+
+void GptConfig::check() const {
+  for (auto [flag, value] : {std::pair{"--layers", layers}, std::pair{"--hidden", hidden}, std::pair{"--heads", heads},
+                             std::pair{"--vocab", vocab}, std::pair{"--seq", context}})
+    WEFT_CHECK(value > 0, ValueError, "plan: ", flag, " must be a positive number, got ", value);
+  WEFT_CHECK(hidden % heads == 0, ValueError, "plan: --heads ", heads, " must divide --hidden ", hidden,
+             " (each head gets hidden / heads dimensions); pick a head count that divides it");
+  product({vocab, hidden, 16});
+  product({layers, block_parameters(), 16});
+}
+
+int64_t GptConfig::block_parameters() const { return product({12, hidden, hidden}) + 13 * hidden; }
+
+int64_t GptConfig::num_parameters() const {
+  return product({vocab, hidden}) + product({context, hidden}) + product({layers, block_parameters()}) + 2 * hidden;
+}
+
+Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& s, const ActivationFormat& format,
+                               const std::string& name) {
+  const int64_t rows = product({s.batch, s.seq}), D = s.hidden, e = format.element;
+  const int64_t act = product({rows, D, e});                           // one [B, T, D] activation
+  const int64_t scores = product({s.batch, s.heads, s.seq, s.seq, e});  // one [B, H, T, T] attention matrix
+  const int64_t mask = product({s.seq, s.seq});
+  Value ln_1 = layer_norm(tape, name + ".ln_1", x, rows, D);
+  Value qkv = keeps_input(tape, name + ".attn.c_attn", ln_1, Grad::fresh, product({3, act}), 3 * D * D + 3 * D);
+  // split() is three narrow views; a narrow's backward scatters its gradient into a zero-filled
+  // tensor of qkv's size. Each piece is viewed as [B, T, H, d] and transposed to [B, H, T, d]; the
+  // gradient arriving at the view is transposed, so reshaping it back copies.
+  Value pieces[3], heads[3];
+  const char* piece_names[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) pieces[i] = view(tape, str(name, ".attn.", piece_names[i]), qkv, act, Grad::fresh);
+  for (int i = 0; i < 3; ++i) {
+    Value shaped = view(tape, str(name, ".attn.", piece_names[i], ".view"), pieces[i], act, Grad::fresh);
+    heads[i] = view(tape, str(name, ".attn.", piece_names[i], ".transpose"), shaped, act, Grad::forwarded);
+  }
+  Value q_scaled = tape.record({.name = name + ".attn.q*scale", .inputs = {heads[0]}, .grads = {Grad::fresh},
+                                .output_bytes = act});
+  Value k_t = view(tape, name + ".attn.k^T", heads[1], act, Grad::forwarded);
+  Value raw = tape.record({.name = name + ".attn.q@k^T", .inputs = {q_scaled, k_t}, .grads = {Grad::fresh, Grad::fresh},
+                           .output_bytes = scores, .saved = {q_scaled, k_t}});
+  // The 0/-inf mask is built as f64 and converted; the backward reduces the gradient to its shape
+  // although it needs none.
+  Value masked = tape.record({.name = name + ".attn.causal_mask", .inputs = {raw}, .grads = {Grad::forwarded},
+                              .output_bytes = scores, .forward_scratch_bytes = product({mask, e + 8}),
+                              .backward_scratch_bytes = product({mask, e})});
+  Value probs = tape.record({.name = name + ".attn.softmax", .inputs = {masked}, .grads = {Grad::fresh},
+                             .output_bytes = product({s.batch, s.heads, s.seq, s.seq, format.fp32_ops}),
+                             .saves_output = true});
+  // The masked scores stay alive until scaled_dot_product_attention returns (a local variable
+  // holds them), hence their place among this op's inputs. The incoming gradient is a transposed
+  // view, which the backward copies to contiguous first.
+  Value attended = tape.record({.name = name + ".attn.probs@v", .inputs = {probs, heads[2], masked},
+                                .grads = {Grad::fresh, Grad::fresh, Grad::none}, .output_bytes = act,
+                                .saved = {probs, heads[2]}, .backward_scratch_bytes = act});
+  Value merged = view(tape, name + ".attn.transpose", attended, act, Grad::forwarded);
+  merged = tape.record({.name = name + ".attn.contiguous", .inputs = {merged}, .grads = {Grad::forwarded},
+                        .output_bytes = act});
+  merged = view(tape, name + ".attn.view", merged, act, Grad::forwarded);
+  Value attn_out = keeps_input(tape, name + ".attn.c_proj", merged, Grad::fresh, act, D * D + D);
+  Value h = tape.record({.name = name + ".residual_1", .inputs = {x, attn_out},
+                         .grads = {Grad::forwarded, Grad::forwarded}, .output_bytes = act});
+  Value ln_2 = layer_norm(tape, name + ".ln_2", h, rows, D);
+  Value fc = keeps_input(tape, name + ".mlp.c_fc", ln_2, Grad::fresh, product({4, act}), 4 * D * D + 4 * D);
+  Value gelu = keeps_input(tape, name + ".mlp.gelu", fc, Grad::fresh, product({4, act}));
+  Value mlp_out = keeps_input(tape, name + ".mlp.c_proj", gelu, Grad::fresh, act, 4 * D * D + D);
+  return tape.record({.name = name + ".residual_2", .inputs = {h, mlp_out},
+                      .grads = {Grad::forwarded, Grad::forwarded}, .output_bytes = act});
+}
+
+ModelDescription ModelDescription::parameters_only(int64_t count) {
+  WEFT_CHECK(count > 0, ValueError, "plan: --params must be a positive number of parameters, got ", count);
+  ModelDescription m;
+  m.name_ = "a parameter count";
+  m.num_parameters_ = count;
+  return m;
+}
+
+ModelDescription ModelDescription::builtin(const std::string& name) {
+  if (name == "gpt") return gpt(GptConfig{});
+  if (name == "mlp" || name == "cnn") return classifier(name, nn::make_image_classifier(name), {1, 28, 28});
+  throw ValueError(str("plan: unknown model '", name, "': expected mlp, cnn or gpt"));
+}
+
+ModelDescription ModelDescription::gpt(const GptConfig& config) {
+  config.check();
+  ModelDescription m;
+  m.name_ = str("gpt (", config.layers, " layers, hidden ", config.hidden, ", ", config.heads, " heads, vocab ",
+                config.vocab, ", context ", config.context, ")");
+  m.num_parameters_ = config.num_parameters();
+  const int64_t D = config.hidden;
+  m.parameter_tensors_ = {product({config.vocab, D}), product({config.context, D})};
+  for (int64_t i = 0; i < config.layers; ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj
+    m.parameter_tensors_.insert(m.parameter_tensors_.end(),
+                                {D, D, 3 * D * D, 3 * D, D * D, D, D, D, 4 * D * D, 4 * D, 4 * D * D, D});
+  m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D});  // ln_f
+  m.largest_unit_ = std::max({config.block_parameters(), product({config.vocab, config.hidden}),
+                              product({config.context, config.hidden})});
+  m.gpt_ = config;
+  return m;
+}
+
+ModelDescription ModelDescription::classifier(std::string name, std::shared_ptr<nn::Sequential> model,
+                                              Shape sample_shape) {
+  ModelDescription m;
+  m.name_ = std::move(name);
+  m.num_parameters_ = model->num_parameters();
+  for (const Tensor& p : model->parameters()) m.parameter_tensors_.push_back(p.numel());
+  for (const auto& [child_name, child] : model->named_children())
+    m.largest_unit_ = std::max(m.largest_unit_, child->num_parameters());
+  m.classifier_ = std::move(model);
+  m.sample_shape_ = std::move(sample_shape);
+  m.step_tape(1, {}, false);  // checks now that every layer is known and the shapes chain
+  return m;
+}
+
+ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat& format, bool checkpointed) const {
+  WEFT_CHECK(knows_activations(), ValueError, "plan: the activations of ", name_,
+             " are unknown; describe the architecture (--model, or --layers --hidden --heads --vocab --seq)");
+  WEFT_CHECK(batch > 0, ValueError, "plan: the batch per device must be positive, got ", batch);
+  ActivationTape tape;
+  if (gpt_) {
+    const GptConfig& c = *gpt_;
+    const int64_t rows = product({batch, c.context}), e = format.element;
+    Value tokens = tape.input(product({rows, 8}));
+    Value positions = tape.input(product({c.context, 8}));
+    Value targets = tape.input(product({rows, 8}));
+    // The output projection is the token embedding's weight: its gradient arrives first from the
+    // head; the embedding's backward then makes a second [vocab, hidden] gradient and the engine
+    // allocates their sum.
+    Value tok = tape.record({.name = "wte", .inputs = {tokens}, .grads = {Grad::none},
+                             .output_bytes = product({rows, c.hidden, e}), .saved = {tokens},
+                             .backward_scratch_bytes = product({2, c.vocab, c.hidden, e})});
+    Value pos = tape.record({.name = "wpe", .inputs = {positions}, .grads = {Grad::none},
+                             .output_bytes = product({c.context, c.hidden, e}), .saved = {positions},
+                             .param_grads = product({c.context, c.hidden})});
+    Value x = tape.record({.name = "wte + wpe", .inputs = {tok, pos}, .grads = {Grad::forwarded, Grad::fresh},
+                           .output_bytes = product({rows, c.hidden, e})});
+    const BlockShape shape{batch, c.context, c.hidden, c.heads};
+    for (int64_t i = 0; i < c.layers; ++i) {
+      if (checkpointed) tape.begin_segment();
+      x = record_transformer_block(tape, x, shape, format, str("h.", i));
+      if (checkpointed) tape.end_segment();
+    }
+    x = layer_norm(tape, "ln_f", x, rows, c.hidden);
+    Value logits = keeps_input(tape, "lm_head", x, Grad::fresh, product({rows, c.vocab, e}), product({c.vocab, c.hidden}));
+    tape.hold(cross_entropy(tape, logits, targets, rows, c.vocab, format));
+    return tape;
+  }
+  Shape shape{batch};
+  shape.insert(shape.end(), sample_shape_.begin(), sample_shape_.end());
+  Value images = tape.input(product({numel(shape), format.element}));
+  Value targets = tape.input(product({batch, 8}));
+  ClassifierRecorder recorder(tape, format, shape, images);
+  bool in_segment = false;
+  for (const auto& [child_name, child] : classifier_->named_children()) {
+    // A checkpoint segment starts at each layer with parameters and takes the parameter-free
+    // layers after it (Conv2d, ReLU, MaxPool2d).
+    if (checkpointed && child->num_parameters() > 0) {
+      if (in_segment) tape.end_segment();
+      tape.begin_segment();
+      in_segment = true;
+    }
+    recorder.add(child_name, *child);
+  }
+  if (in_segment) tape.end_segment();
+  WEFT_CHECK(recorder.shape().size() == 2, ShapeError, "plan: ", name_, " must end in [N, classes] logits, it makes ",
+             shape_str(recorder.shape()));
+  // weft's trainer keeps the logits (to count correct predictions) and the loss until the step ends.
+  Value logits = recorder.output();
+  tape.hold(logits);
+  tape.hold(cross_entropy(tape, logits, targets, batch, recorder.shape()[1], format));
+  return tape;
+}
+
+}  // namespace weft::memory

@@ -1,0 +1,94 @@
+// ModelDescription: what the memory planner knows about a model. Always its parameter count;
+// when the architecture is known (weft's mlp and cnn, any nn::Sequential of the layers below, the
+// GPT-2 family) also the ActivationTape of one training step at a given per-device batch, built
+// from the layers' shapes and from what each of weft's ops keeps for its backward
+// (src/weft/ops/*.cpp), and the largest group of parameters that ZeRO-3 gathers at once.
+//
+// Invariant: num_parameters equals what the model built by weft's nn layers would have, exactly
+// (GPT-2: token and position embeddings, pre-LN blocks with biases, a final LayerNorm, the output
+// projection tied to the token embedding).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/core/shape.h"
+#include "weft/memory/activation_tape.h"
+#include "weft/nn/container.h"
+
+namespace weft::memory {
+
+// Bytes per activation element: `element` for what runs in the training precision, `fp32_ops` for
+// the ops that mixed precision keeps in f32 (softmax and the loss, as autocast does; the seeds'
+// 003 lists them).
+struct ActivationFormat {
+  int64_t element = 4;
+  int64_t fp32_ops = 4;
+};
+
+// Defaults: GPT-2 small (124,439,808 parameters).
+struct GptConfig {
+  int64_t layers = 12;
+  int64_t hidden = 768;
+  int64_t heads = 12;
+  int64_t vocab = 50257;
+  int64_t context = 1024;  // the sequence length trained on
+
+  // Throws ValueError unless every size is positive and heads divides hidden.
+  void check() const;
+  int64_t num_parameters() const;
+  int64_t block_parameters() const;  // 12 h^2 + 13 h
+};
+
+// The shape of a stack of transformer blocks' input: [batch, seq, hidden], `heads` heads.
+struct BlockShape {
+  int64_t batch, seq, hidden, heads;
+};
+
+// Records one nn::TransformerBlock (pre-LN, causal attention through scaled_dot_product_attention,
+// GELU-tanh MLP of width 4 * hidden, no dropout) reading x [batch, seq, hidden]; returns its output.
+ActivationTape::Value record_transformer_block(ActivationTape& tape, ActivationTape::Value x, const BlockShape& shape,
+                                              const ActivationFormat& format, const std::string& name);
+
+class ModelDescription {
+ public:
+  // Only a parameter count: no activations, no ZeRO-3 gather size.
+  static ModelDescription parameters_only(int64_t count);
+  // "mlp" or "cnn" (weft's image classifiers on [1, 28, 28] images), or "gpt" (GPT-2 small).
+  static ModelDescription builtin(const std::string& name);
+  static ModelDescription gpt(const GptConfig& config);
+  // A classifier trained with cross-entropy on samples of `sample_shape` (no batch dim). Throws
+  // ValueError naming a layer the planner does not know.
+  static ModelDescription classifier(std::string name, std::shared_ptr<nn::Sequential> model, Shape sample_shape);
+
+  const std::string& name() const { return name_; }
+  int64_t num_parameters() const { return num_parameters_; }
+  // Element counts of the parameter tensors as weft's layers allocate them; empty when only a count is known.
+  const std::vector<int64_t>& parameter_tensors() const { return parameter_tensors_; }
+  // The most parameters ZeRO-3 holds unsharded at once: the largest layer with parameters (a
+  // transformer block, an embedding); 0 when unknown.
+  int64_t largest_unit_parameters() const { return largest_unit_; }
+  const std::optional<GptConfig>& gpt_config() const { return gpt_; }
+  bool knows_activations() const { return gpt_.has_value() || classifier_ != nullptr; }
+  // The default per-device batch: weft train's 128 images for classifiers, 8 sequences for GPT,
+  // 1 for a bare parameter count (whose plan has no activations).
+  int64_t default_batch() const { return gpt_ ? 8 : classifier_ ? 128 : 1; }
+
+  // One training step at `batch` samples per device; with `checkpointed` the blocks (GPT) or the
+  // layers with parameters and the parameter-free layers after them (classifiers) are segments.
+  // Throws ValueError when the architecture is unknown (knows_activations() is false).
+  ActivationTape step_tape(int64_t batch, const ActivationFormat& format, bool checkpointed) const;
+
+ private:
+  std::string name_;
+  int64_t num_parameters_ = 0;
+  std::vector<int64_t> parameter_tensors_;
+  int64_t largest_unit_ = 0;
+  std::optional<GptConfig> gpt_;
+  std::shared_ptr<nn::Sequential> classifier_;
+  Shape sample_shape_;
+};
+
+}  // namespace weft::memory

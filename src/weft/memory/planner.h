@@ -1,0 +1,109 @@
+// The memory planner behind `weft plan`: the seeds' memory arithmetic (003: ZeRO / FSDP and the
+// strategy chart; 000-002: bytes per parameter, activations) as a function from a training setup to
+// the bytes each device needs, whether they fit a device, and what strategy to use.
+//
+// Bytes per parameter, before sharding (the convention of the ZeRO paper and DeepSpeed):
+//
+//   precision   params  grads  Adam / AdamW (K)        SGD momentum  plain SGD   Adam total
+//   fp32          4       4     8 (m, v)                  4             0         16
+//   fp16, bf16    2       2    12 (f32 master, m, v)      8             4         16
+//   bf16-pure     2       2     4 (m, v in bf16)          2             0          8
+//
+// fp16 / bf16 are mixed precision: the model computes in 16 bits and the optimizer owns an f32
+// master copy of every weight. ZeRO over `world` devices (Psi parameters, Psi (2 + 2 + K) / N in the
+// paper): stage 1 shards the optimizer states, 2 also the gradients, 3 also the parameters, each
+// divided by world. Stage 3 also holds one layer's parameters and gradients in full while computing
+// it (the all-gather) - counted as gathered_bytes.
+//
+// The total is the predicted peak of a step on one device: the ActivationTape replayed with the
+// parameters and optimizer states resident and the gradients alive as weft's trainer keeps them
+// (the previous step's through the forward, then built up by the backward). It is at most the sum of
+// the four parts. --batch is the global batch: data parallelism splits it over world.
+//
+// Invariant: every byte count in a Plan is per device.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/memory/devices.h"
+#include "weft/memory/model.h"
+
+namespace weft::memory {
+
+enum class Precision { fp32, fp16, bf16, bf16_pure };
+enum class OptimizerKind { sgd, sgd_momentum, adam };
+
+// "fp32" | "fp16" | "bf16" | "bf16-pure" (f32 and f16 are accepted too); ValueError otherwise.
+Precision parse_precision(std::string_view name);
+std::string precision_name(Precision precision);
+// "sgd" | "momentum" | "adam" | "adamw" (AdamW keeps what Adam keeps); ValueError otherwise.
+OptimizerKind parse_optimizer(std::string_view name);
+std::string optimizer_name(OptimizerKind optimizer);
+
+struct BytesPerParameter {
+  int64_t params = 0, grads = 0, optimizer = 0;
+  int64_t optimizer_element = 4;  // each optimizer buffer (master copy, m, v, momentum) has this many bytes a parameter
+  int64_t total() const { return params + grads + optimizer; }
+};
+BytesPerParameter bytes_per_parameter(Precision precision, OptimizerKind optimizer);
+
+// One row of the seeds' strategy chart (003, "Strategy Chart").
+struct ChartRow {
+  const char* model_size;  // "1-10GB"
+  const char* strategy;    // "Single GPU, mixed precision"
+};
+// The chart's "model size" is read as the weights in fp32 (parameters x 4 bytes): the size of the
+// model weft trains and saves, independent of --precision so that the advice does not move when
+// the precision does.
+const ChartRow& strategy_chart_row(int64_t model_size_bytes);
+
+struct PlanRequest {
+  int64_t batch = 0;  // global; 0: the model's default per device, times world
+  Precision precision = Precision::fp32;
+  OptimizerKind optimizer = OptimizerKind::adam;
+  int zero = 0;
+  int64_t world = 1;
+  bool checkpoint_activations = false;
+  std::string device = "H100";
+};
+
+struct Plan {
+  PlanRequest request;           // as planned (batch filled in)
+  int64_t per_device_batch = 0;
+  BytesPerParameter per_parameter;
+  int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;
+  int64_t gathered_bytes = 0;     // ZeRO-3's unsharded layer, 0 otherwise
+  // What the three states above hold beyond parameters x bytes per parameter, because each
+  // parameter-sized tensor is its own allocation (fresh_block_bytes); 0 for a bare parameter count.
+  int64_t rounding_bytes = 0;
+  bool activations_known = false;
+  int64_t activations_bytes = 0;  // the activations' own high-water mark
+  int64_t total_bytes = 0;        // the predicted peak per device
+  std::string peak_at;            // where in the step it happens
+  DeviceSpec device;
+  bool fits = false;
+  int64_t model_size_bytes = 0;   // the chart's model size
+  ChartRow chart;
+  // The first change (in the order: bf16 mixed precision, ZeRO stages over the same devices,
+  // activation checkpointing, more devices with ZeRO-3 at the same per-device batch) under which
+  // the plan fits, when it does not; its total in fits_with_total_bytes.
+  std::optional<PlanRequest> fits_with;
+  int64_t fits_with_total_bytes = 0;
+  std::vector<std::string> notes;
+};
+
+// Throws ValueError for impossible requests: a non-positive batch or world, world not dividing the
+// batch, a ZeRO stage outside 0..3, an unknown device.
+Plan make_plan(const ModelDescription& model, PlanRequest request);
+
+// "70e9", "7000000000", "7B", "124M", "1.5k" -> a parameter count; ValueError for anything that is
+// not a positive whole number of at most 1e15.
+int64_t parse_parameter_count(std::string_view text);
+
+// "4.00 GB": decimal units with three significant digits, as the seeds write sizes.
+std::string format_decimal_bytes(int64_t bytes);
+
+}  // namespace weft::memory

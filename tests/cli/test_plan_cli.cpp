@@ -1,0 +1,113 @@
+// `weft plan` as a user meets it: the table, the JSON line, the textbook figures, and exit status 2
+// with one clear line for every impossible plan.
+#include <gtest/gtest.h>
+
+
+#include <nlohmann/json.hpp>
+
+#include "expect_error.h"
+#include "weft_cli.h"
+
+namespace weft {
+namespace {
+
+using testing::contains;
+using testing::Outcome;
+using testing::weft_cli;
+
+// The JSON object on the last line of `weft plan ... --json`.
+nlohmann::json plan_json(const std::string& args) {
+  Outcome o = weft_cli("plan --json " + args);
+  EXPECT_EQ(o.status, 0) << o.output;
+  std::string text = o.output;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const size_t start = text.rfind('\n');
+  return nlohmann::json::parse(start == std::string::npos ? text : text.substr(start + 1));
+}
+
+void expect_usage_error(const std::string& args, const std::string& says) {
+  SCOPED_TRACE(args);
+  testing::expect_usage_error(weft_cli("plan " + args), says);
+}
+
+TEST(PlanCliTest, JsonHasTheBreakdownFitAndStrategy) {
+  nlohmann::json j = plan_json("--model cnn --device cpu");
+  for (const char* key : {"params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes", "fits",
+                          "strategy"})
+    EXPECT_TRUE(j.contains(key)) << key << " missing in " << j.dump();
+  EXPECT_EQ(j["params"], 225034);
+  EXPECT_EQ(j["batch"], 128);
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_EQ(j["strategy"], "Single GPU, FP32");
+  EXPECT_GT(j["activations_bytes"].get<int64_t>(), j["params_bytes"].get<int64_t>());
+  EXPECT_LE(j["total_bytes"].get<int64_t>(), j["params_bytes"].get<int64_t>() + j["grads_bytes"].get<int64_t>() +
+                                                 j["optimizer_bytes"].get<int64_t>() +
+                                                 j["activations_bytes"].get<int64_t>());
+}
+
+TEST(PlanCliTest, TextbookCases) {
+  EXPECT_EQ(plan_json("--params 1e9")["params_bytes"], 4'000'000'000);
+  nlohmann::json llama = plan_json("--params 70e9 --precision fp16");
+  EXPECT_EQ(llama["params_bytes"], 140'000'000'000);
+  EXPECT_EQ(llama["bytes_per_param"]["optimizer"], 12);
+  EXPECT_FALSE(llama["fits"].get<bool>());
+  EXPECT_EQ(llama["fits_with"]["zero"], 3);
+  EXPECT_EQ(llama["strategy"], "FSDP (8+ GPUs), BF16, gradient checkpointing");
+  nlohmann::json mixed = plan_json("--params 7B --precision bf16 --optimizer adamw");
+  EXPECT_EQ(mixed["total_bytes"], 16 * int64_t{7'000'000'000}) << "16 bytes a parameter before sharding";
+  nlohmann::json sharded = plan_json("--params 7B --precision bf16 --zero 3 --world 8 --batch 8");
+  EXPECT_EQ(sharded["total_bytes"], 2 * int64_t{7'000'000'000}) << "ZeRO-3 over 8 divides all of it by 8";
+}
+
+TEST(PlanCliTest, TableShowsDecimalAndBinaryUnitsAndTheDevice) {
+  Outcome o = weft_cli("plan --params 1e9 --device A100-40GB");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "4,000,000,000")) << o.output;
+  EXPECT_TRUE(contains(o.output, "4.00 GB")) << o.output;
+  EXPECT_TRUE(contains(o.output, "3.73 GiB")) << o.output;
+  EXPECT_TRUE(contains(o.output, "A100-40GB: 40.0 GB")) << o.output;
+  EXPECT_TRUE(contains(o.output, "fits: yes")) << o.output;
+  EXPECT_TRUE(contains(o.output, "Single GPU, mixed precision")) << o.output;  // 4 GB of fp32 weights
+}
+
+TEST(PlanCliTest, GptFlagsDescribeTheGptFamily) {
+  nlohmann::json small = plan_json("--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 8");
+  EXPECT_EQ(small["params"], 124'439'808);
+  EXPECT_EQ(plan_json("--model gpt --batch 8")["total_bytes"], small["total_bytes"]) << "--model gpt is GPT-2 small";
+  nlohmann::json checkpointed = plan_json("--model gpt --batch 8 --checkpoint-activations");
+  EXPECT_LT(checkpointed["activations_bytes"].get<int64_t>(), small["activations_bytes"].get<int64_t>());
+  EXPECT_EQ(plan_json("--model gpt --dim 1024 --layers 24 --heads 16 --context 1024")["params"], 354'823'168);
+}
+
+TEST(PlanCliTest, HelpStatesTheConvention) {
+  Outcome o = weft_cli("plan --help");
+  EXPECT_EQ(o.status, 0);
+  EXPECT_TRUE(contains(o.output, "2 + 2 + Adam 12 (master, m, v) = 16")) << o.output;
+  EXPECT_TRUE(contains(o.output, "A100-40GB|A100-80GB|H100|H200|RTX4090|cpu")) << o.output;
+}
+
+TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
+  expect_usage_error("--model cnn --batch 0", "--batch must be a positive");
+  expect_usage_error("--model cnn --batch -3", "--batch must be a positive");
+  expect_usage_error("--model cnn --world 0", "--world must be a positive");
+  expect_usage_error("--model cnn --world 3 --batch 128", "--world 3 must divide --batch 128");
+  expect_usage_error("--model cnn --zero 4", "ZeRO stage 0, 1, 2 or 3");
+  expect_usage_error("--model cnn --zero -1", "ZeRO stage 0, 1, 2 or 3");
+  expect_usage_error("--layers 12 --hidden 768 --heads 5", "--heads 5 must divide --hidden 768");
+  expect_usage_error("--layers 0", "--layers must be a positive");
+  expect_usage_error("--model gpt --vocab -1", "--vocab must be a positive");
+  expect_usage_error("--params 0", "--params");
+  expect_usage_error("--params -5", "--params");
+  expect_usage_error("--params lots", "--params");
+  expect_usage_error("--model mlp --params 1e6", "describe the model twice");
+  expect_usage_error("--params 1e6 --layers 2", "describe the model twice");
+  expect_usage_error("--model cnn --layers 2", "--model cnn is fixed");
+  expect_usage_error("--model resnet", "resnet");
+  expect_usage_error("--model cnn --device TPU", "A100-40GB|A100-80GB|H100|H200|RTX4090|cpu");
+  expect_usage_error("--model cnn --precision int3", "bf16-pure");
+  expect_usage_error("--model cnn --optimizer lion", "momentum");
+  expect_usage_error("", "no model");
+}
+
+}  // namespace
+}  // namespace weft

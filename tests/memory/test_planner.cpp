@@ -1,0 +1,225 @@
+// The planner's arithmetic: the seeds' textbook figures, ZeRO sharding, the strategy chart, the
+// GPT family's parameter count, and the errors an impossible plan gives.
+#include <gtest/gtest.h>
+
+#include "expect_error.h"
+#include "weft/memory/planner.h"
+#include "weft/nn/layers.h"
+#include "weft/nn/models.h"
+
+namespace weft::memory {
+namespace {
+
+using testing::contains;
+using testing::message_of;
+
+PlanRequest request(Precision precision, OptimizerKind optimizer = OptimizerKind::adam, int zero = 0, int64_t world = 1) {
+  return {.batch = world, .precision = precision, .optimizer = optimizer, .zero = zero, .world = world,
+          .checkpoint_activations = false, .device = "H100"};
+}
+
+TEST(PlannerTest, OneBillionParametersInFp32Take4GB) {
+  Plan plan = make_plan(ModelDescription::parameters_only(1'000'000'000), request(Precision::fp32));
+  EXPECT_EQ(plan.params_bytes, 4'000'000'000);
+  EXPECT_EQ(format_decimal_bytes(plan.params_bytes), "4.00 GB");
+}
+
+TEST(PlannerTest, Llama70BInF16Takes140GB) {
+  Plan plan = make_plan(ModelDescription::parameters_only(parse_parameter_count("70e9")), request(Precision::fp16));
+  EXPECT_EQ(plan.params_bytes, 140'000'000'000);
+  EXPECT_EQ(format_decimal_bytes(plan.params_bytes), "140 GB");
+  EXPECT_FALSE(plan.fits) << "no single GPU holds it";
+}
+
+TEST(PlannerTest, BytesPerParameterFollowTheZeroPaper) {
+  for (Precision mixed : {Precision::fp16, Precision::bf16}) {
+    BytesPerParameter b = bytes_per_parameter(mixed, OptimizerKind::adam);
+    EXPECT_EQ(b.params, 2);
+    EXPECT_EQ(b.grads, 2);
+    EXPECT_EQ(b.optimizer, 12) << "f32 master weights, m and v";
+    EXPECT_EQ(b.total(), 16);
+  }
+  EXPECT_EQ(bytes_per_parameter(Precision::fp32, OptimizerKind::adam).total(), 16);
+  EXPECT_EQ(bytes_per_parameter(Precision::fp32, OptimizerKind::sgd_momentum).optimizer, 4);
+  EXPECT_EQ(bytes_per_parameter(Precision::fp32, OptimizerKind::sgd).optimizer, 0);
+  EXPECT_EQ(bytes_per_parameter(Precision::bf16, OptimizerKind::sgd).optimizer, 4) << "the master copy alone";
+  EXPECT_EQ(bytes_per_parameter(Precision::bf16_pure, OptimizerKind::adam).total(), 8);
+  // Before sharding the plan multiplies exactly.
+  Plan plan = make_plan(ModelDescription::parameters_only(7'000'000'000), request(Precision::bf16));
+  EXPECT_EQ(plan.params_bytes + plan.grads_bytes + plan.optimizer_bytes, 16 * int64_t{7'000'000'000});
+  EXPECT_EQ(plan.total_bytes, 112'000'000'000);
+}
+
+TEST(PlannerTest, ZeroStagesShardOptimizerThenGradientsThenParameters) {
+  const ModelDescription model = ModelDescription::parameters_only(7'000'000'000);
+  const Plan alone = make_plan(model, request(Precision::bf16));
+  for (int64_t n : {2, 8, 64}) {
+    const Plan one = make_plan(model, request(Precision::bf16, OptimizerKind::adam, 1, n));
+    EXPECT_EQ(one.optimizer_bytes, alone.optimizer_bytes / n);
+    EXPECT_EQ(one.grads_bytes, alone.grads_bytes);
+    const Plan two = make_plan(model, request(Precision::bf16, OptimizerKind::adam, 2, n));
+    EXPECT_EQ(two.grads_bytes, alone.grads_bytes / n);
+    EXPECT_EQ(two.params_bytes, alone.params_bytes);
+    const Plan three = make_plan(model, request(Precision::bf16, OptimizerKind::adam, 3, n));
+    EXPECT_EQ(three.params_bytes, alone.params_bytes / n);
+    EXPECT_EQ(three.grads_bytes, alone.grads_bytes / n);
+    EXPECT_EQ(three.optimizer_bytes, alone.optimizer_bytes / n);
+    EXPECT_EQ(three.total_bytes, alone.total_bytes / n) << "Psi (2 + 2 + 12) / N";
+  }
+  // The seeds' 003 example: 10 GB of parameters, gradients and 20 GB of Adam states (fp32, 2.5e9
+  // parameters) on 4 GPUs with FSDP: 2.5 + 2.5 + 5 = 10 GB per GPU.
+  const Plan fsdp = make_plan(ModelDescription::parameters_only(2'500'000'000),
+                              request(Precision::fp32, OptimizerKind::adam, 3, 4));
+  EXPECT_EQ(fsdp.params_bytes, 2'500'000'000);
+  EXPECT_EQ(fsdp.optimizer_bytes, 5'000'000'000);
+  EXPECT_EQ(fsdp.total_bytes, 10'000'000'000);
+}
+
+TEST(PlannerTest, ZeroThreeHoldsTheLargestLayerUnshardedWhileComputingIt) {
+  GptConfig config;  // GPT-2 small: the token embedding (50257 x 768) is the largest unit
+  const ModelDescription model = ModelDescription::gpt(config);
+  EXPECT_EQ(model.largest_unit_parameters(), 50257 * 768);
+  Plan plan = make_plan(model, {.batch = 8, .precision = Precision::bf16, .optimizer = OptimizerKind::adam, .zero = 3,
+                                .world = 8, .checkpoint_activations = false, .device = "H100"});
+  const int64_t unit = 50257 * 768 * (2 + 2);
+  EXPECT_EQ(plan.gathered_bytes, unit - (unit + 7) / 8);
+}
+
+TEST(PlannerTest, StrategyChartRowsFollowTheSeeds) {
+  const int64_t GB = 1'000'000'000;
+  EXPECT_STREQ(strategy_chart_row(GB - 1).strategy, "Single GPU, FP32");
+  EXPECT_STREQ(strategy_chart_row(GB).strategy, "Single GPU, mixed precision");
+  EXPECT_STREQ(strategy_chart_row(10 * GB).strategy, "DDP (2-4 GPUs), mixed precision");
+  EXPECT_STREQ(strategy_chart_row(40 * GB).strategy, "FSDP (4-8 GPUs), BF16");
+  EXPECT_STREQ(strategy_chart_row(100 * GB).strategy, "FSDP (8+ GPUs), BF16, gradient checkpointing");
+  EXPECT_STREQ(strategy_chart_row(1000 * GB).strategy, "Tensor parallelism + pipeline + FSDP");
+  // LLaMA-70B: 280 GB of fp32 weights lands where the seeds train it (FSDP + BF16 + checkpointing).
+  Plan llama = make_plan(ModelDescription::parameters_only(70'000'000'000), request(Precision::bf16));
+  EXPECT_EQ(llama.model_size_bytes, 280 * GB);
+  EXPECT_STREQ(llama.chart.model_size, "100GB-1TB");
+}
+
+TEST(PlannerTest, APlanThatDoesNotFitSaysWhatWould) {
+  const ModelDescription model = ModelDescription::parameters_only(70'000'000'000);
+  Plan plan = make_plan(model, request(Precision::fp32));
+  ASSERT_FALSE(plan.fits);
+  ASSERT_TRUE(plan.fits_with.has_value());
+  EXPECT_EQ(plan.fits_with->precision, Precision::bf16);
+  EXPECT_EQ(plan.fits_with->zero, 3);
+  EXPECT_EQ(plan.fits_with->world, 16) << "1.12 TB / 16 = 70 GB fits 80 GB, / 8 = 140 GB does not";
+  EXPECT_LE(plan.fits_with_total_bytes, 80'000'000'000);
+  // The suggestion is itself a plan that fits.
+  EXPECT_TRUE(make_plan(model, *plan.fits_with).fits);
+}
+
+TEST(PlannerTest, CheckpointingShrinksTheActivationsOfADeepModel) {
+  GptConfig config{.layers = 24, .hidden = 1024, .heads = 16, .vocab = 50257, .context = 1024};
+  const ModelDescription model = ModelDescription::gpt(config);
+  PlanRequest r{.batch = 8, .precision = Precision::fp32, .optimizer = OptimizerKind::adam, .zero = 0, .world = 1,
+                .checkpoint_activations = false, .device = "H200"};
+  const Plan full = make_plan(model, r);
+  r.checkpoint_activations = true;
+  const Plan checkpointed = make_plan(model, r);
+  EXPECT_LT(checkpointed.activations_bytes, full.activations_bytes / 3);
+  // What is kept: each block's input [8, 1024, 1024] f32 = 32 MiB, 24 of them, plus one block
+  // recomputed and the head's logits: far below the full tape, far above the boundaries alone.
+  EXPECT_GT(checkpointed.activations_bytes, 24 * 32 * (int64_t{1} << 20));
+}
+
+TEST(PlannerTest, GptFamilyCountsParametersExactly) {
+  EXPECT_EQ(GptConfig{}.num_parameters(), 124'439'808) << "GPT-2 small";
+  GptConfig medium{.layers = 24, .hidden = 1024, .heads = 16, .vocab = 50257, .context = 1024};
+  EXPECT_EQ(medium.num_parameters(), 354'823'168) << "GPT-2 medium";
+  for (int64_t dim : {64, 128, 768}) {
+    nn::TransformerBlock block(dim, 4);
+    GptConfig c{.layers = 1, .hidden = dim, .heads = 4, .vocab = 1, .context = 1};
+    EXPECT_EQ(c.block_parameters(), block.num_parameters()) << "hidden " << dim;
+  }
+  // The tape hands every parameter's gradient back exactly once (the tied embedding included).
+  GptConfig small{.layers = 2, .hidden = 64, .heads = 4, .vocab = 100, .context = 16};
+  const ModelDescription model = ModelDescription::gpt(small);
+  int64_t tensors = 0;
+  for (int64_t n : model.parameter_tensors()) tensors += n;
+  EXPECT_EQ(tensors, small.num_parameters());
+}
+
+TEST(PlannerTest, BuiltinClassifiersMatchTheirNnModels) {
+  EXPECT_EQ(ModelDescription::builtin("mlp").num_parameters(), nn::make_mlp()->num_parameters());
+  EXPECT_EQ(ModelDescription::builtin("cnn").num_parameters(), nn::make_cnn()->num_parameters());
+  EXPECT_TRUE(ModelDescription::builtin("cnn").knows_activations());
+  EXPECT_FALSE(ModelDescription::parameters_only(10).knows_activations());
+}
+
+TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
+  const ModelDescription mlp = ModelDescription::builtin("mlp");
+  auto plan_with = [&](PlanRequest r) { return message_of<ValueError>([&] { make_plan(mlp, r); }); };
+  PlanRequest r = request(Precision::fp32);
+  r.batch = 128;
+  r.world = 3;
+  EXPECT_TRUE(contains(plan_with(r), "--world 3 must divide --batch 128")) << plan_with(r);
+  r.world = 0;
+  EXPECT_TRUE(contains(plan_with(r), "--world must be a positive"));
+  r.world = 1;
+  r.zero = 4;
+  EXPECT_TRUE(contains(plan_with(r), "ZeRO stage 0, 1, 2 or 3, got 4"));
+  r.zero = 0;
+  r.batch = -5;
+  EXPECT_TRUE(contains(plan_with(r), "--batch must be a positive"));
+  r.batch = 128;
+  r.device = "TPUv9";
+  EXPECT_TRUE(contains(plan_with(r), "A100-40GB|A100-80GB|H100|H200|RTX4090|cpu"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { GptConfig{.hidden = 768, .heads = 5}.check(); }),
+                       "--heads 5 must divide --hidden 768"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { GptConfig{.layers = 0}.check(); }), "--layers must be a positive"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { GptConfig{.vocab = -3}.check(); }), "--vocab"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::parameters_only(0); }), "--params"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::builtin("resnet"); }), "mlp, cnn or gpt"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { parse_precision("int3"); }), "bf16-pure"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { parse_optimizer("lion"); }), "momentum"));
+  // Sizes whose activations would not fit in 64 bits are implausible, not a number.
+  GptConfig huge{.layers = 1, .hidden = 64, .heads = 4, .vocab = 10, .context = int64_t{1} << 30};
+  EXPECT_TRUE(contains(message_of<ValueError>([&] {
+    make_plan(ModelDescription::gpt(huge), {.batch = 1 << 20, .precision = Precision::fp32,
+                                            .optimizer = OptimizerKind::adam, .zero = 0, .world = 1,
+                                            .checkpoint_activations = false, .device = "H100"});
+  }), "2^63"));
+}
+
+TEST(PlannerTest, ClassifierWithAnUnknownLayerIsRefusedByName) {
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Flatten>(),
+                                                std::make_shared<nn::Embedding>(10, 4));
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { ModelDescription::classifier("odd", model, {1, 2}); }),
+                       "1 Embedding"));
+}
+
+TEST(PlannerTest, ParameterCountsReadLikeTheSeedsWriteThem) {
+  EXPECT_EQ(parse_parameter_count("70e9"), 70'000'000'000);
+  EXPECT_EQ(parse_parameter_count("7B"), 7'000'000'000);
+  EXPECT_EQ(parse_parameter_count("124M"), 124'000'000);
+  EXPECT_EQ(parse_parameter_count("1.5k"), 1500);
+  EXPECT_EQ(parse_parameter_count("535818"), 535818);
+  for (const char* bad : {"", "0", "-5", "abc", "1.5", "7Q", "1e16", "nan", "B"})
+    EXPECT_TRUE(contains(message_of<ValueError>([&] { parse_parameter_count(bad); }), "--params")) << bad;
+}
+
+TEST(DevicesTest, NamedDevicesHaveDatasheetCapacitiesAndCpuIsThisMachine) {
+  EXPECT_EQ(find_device("A100-40GB").memory_bytes, 40'000'000'000);
+  EXPECT_EQ(find_device("a100-80gb").memory_bytes, 80'000'000'000) << "names are case-insensitive";
+  EXPECT_EQ(find_device("H100").memory_bytes, 80'000'000'000);
+  EXPECT_EQ(find_device("H200").memory_bytes, 141'000'000'000);
+  EXPECT_EQ(find_device("RTX4090").memory_bytes, 24'000'000'000);
+  for (const DeviceSpec& d : gpu_devices()) EXPECT_TRUE(contains(d.source, "nvidia.com")) << d.name;
+  EXPECT_GT(find_device("cpu").memory_bytes, int64_t{1} << 28);
+}
+
+TEST(FormatDecimalBytesTest, ThreeSignificantDigitsInDecimalUnits) {
+  EXPECT_EQ(format_decimal_bytes(999), "999 B");
+  EXPECT_EQ(format_decimal_bytes(1000), "1.00 kB");
+  EXPECT_EQ(format_decimal_bytes(33'634'816), "33.6 MB");
+  EXPECT_EQ(format_decimal_bytes(140'000'000'000), "140 GB");
+  EXPECT_EQ(format_decimal_bytes(999'600'000), "1.00 GB");
+  EXPECT_EQ(format_decimal_bytes(1'120'000'000'000), "1.12 TB");
+}
+
+}  // namespace
+}  // namespace weft::memory
