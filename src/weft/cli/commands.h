@@ -8,5 +8,6 @@
 namespace weft::cli {
 
 void add_train_commands(CLI::App& app, std::function<void()>& run);  // train, eval, info
+void add_quant_commands(CLI::App& app, std::function<void()>& run);  // quantize
 
 }  // namespace weft::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::function<void()> run;
   weft::cli::add_train_commands(app, run);
+  weft::cli::add_quant_commands(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
