@@ -159,6 +159,10 @@ TEST_F(CliTest, QuantizeChecksItsArguments) {
   expect_usage_error(weft_cli("quantize " + path("missing.safetensors") + " --int8 --out " + path("q.safetensors")),
                      "missing.safetensors");
   EXPECT_FALSE(fs::exists(path("q.safetensors")));
+  quant::save_quantized_classifier(path("int4.safetensors"), *quant::quantize_int4(*nn::make_mlp()), "mlp",
+                                   quant::Scheme::int4_weight_only);
+  expect_usage_error(weft_cli("quantize " + path("int4.safetensors") + " --int8 --out " + path("q.safetensors")),
+                     "already quantized");
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ void quantize(const QuantizeOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const std::string source = fs::is_directory(o.checkpoint) ? (fs::path(o.checkpoint) / "model.safetensors").string()
                                                              : o.checkpoint;
+  WEFT_CHECK(!quant::is_quantized_checkpoint(source), ValueError, source,
+             " is already quantized; quantize the f32 checkpoint that weft train wrote");
   train::Weights weights = train::load_weights(source);
   WEFT_CHECK(!weights.model_name.empty(), ValueError, source,
              " does not say which model it holds (no weft.model in its metadata); quantize a checkpoint written by "
