@@ -105,6 +105,8 @@ TEST(Int8LinearKernel, BadInputsAreErrors) {
   EXPECT_TRUE(contains(message_of<ShapeError>([&] { cpu::Int8Linear(w, Tensor::ones({3})); }), "weight scale"));
   EXPECT_TRUE(contains(message_of<ValueError>([&] { cpu::Int8Linear(w, Tensor::zeros({4})); }), "positive"));
   EXPECT_TRUE(contains(message_of<ShapeError>([&] { cpu::Int8Linear(w, ws, Tensor::ones({5})); }), "bias"));
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { cpu::Int8Linear(Tensor::zeros({1, 65794}, DType::i8), Tensor::ones({1})); }),
+                       "overflow"));
   EXPECT_EQ(kernel.forward(Tensor::empty({0, 8}, DType::u8), {1, 0}).shape(), (Shape{0, 4}));
 }
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu/onednn.h"
@@ -60,12 +61,17 @@ namespace {
 
 using Entry = detail::Int8Primitives::Entry;
 
+// The most u8 x i8 products an s32 sum holds whatever their values: 255 * 128 * n < 2^31.
+constexpr int64_t kMaxTaps = ((int64_t{1} << 31) - 1) / (255 * 128);
+
 void check_weights(const char* what, const Tensor& weight, int64_t rank, const Tensor& weight_scale,
                    const Tensor& bias) {
   WEFT_CHECK(weight.defined() && weight_scale.defined(), ValueError, what, ": undefined weight or weight scale");
   WEFT_CHECK(weight.dtype() == DType::i8 && weight.dim() == rank, DTypeError, what, ": expected an i8 weight of rank ",
              rank, ", got ", dtype_name(weight.dtype()), " ", shape_str(weight.shape()));
-  const int64_t out = weight.size(0);
+  const int64_t out = weight.size(0), taps = out ? weight.numel() / out : 0;
+  WEFT_CHECK(taps <= kMaxTaps, ValueError, what, ": ", taps, " products per output (weight ", shape_str(weight.shape()),
+             ") could overflow the s32 accumulator; at most ", kMaxTaps, " fit");
   WEFT_CHECK(weight_scale.dtype() == DType::f32 && weight_scale.shape() == Shape{out}, ShapeError, what,
              ": expected an f32 weight scale of shape [", out, "] for weight ", shape_str(weight.shape()), ", got ",
              dtype_name(weight_scale.dtype()), " ", shape_str(weight_scale.shape()));
@@ -123,8 +129,6 @@ void execute(const Entry& e, const memory& src, const memory& dst, const QuantPa
   onednn::stream().wait();
 }
 
-std::vector<float> scales_of(const Tensor& weight_scale) { return weight_scale.to_vector<float>(); }
-
 }  // namespace
 
 // --- linear ---
@@ -137,7 +141,7 @@ Int8Linear::Int8Linear(const Tensor& weight, const Tensor& weight_scale, const T
   WEFT_CHECK(in_ > 0 && out_ > 0, ShapeError, "Int8Linear: the weight must be non-empty, got ",
              shape_str(weight.shape()));
   weight_ = weight.contiguous_untracked();
-  weight_scale_ = scales_of(weight_scale);
+  weight_scale_ = weight_scale.to_vector<float>();
   bias_ = bias.defined() ? bias.contiguous_untracked() : bias;
   // The weight [N, K] row-major is the matmul's [K, N] operand read column-major.
   primitives_->user_weights = onednn::memory(
@@ -190,7 +194,7 @@ Int8Conv2d::Int8Conv2d(const Tensor& weight, const Tensor& weight_scale, const T
                        params.dilation[1] * (weight.size(3) - 1) + 1},
                       weight.shape(), params);
   weight_ = weight.contiguous_untracked();
-  weight_scale_ = scales_of(weight_scale);
+  weight_scale_ = weight_scale.to_vector<float>();
   bias_ = bias.defined() ? bias.contiguous_untracked() : bias;
   primitives_->user_weights = onednn::memory(onednn::desc(weight_, conv_weight_dims(weight_, params.groups)), weight_);
 }

@@ -17,6 +17,9 @@
 // quantization (fixed xs, xz) and dynamic quantization (xs, xz measured per batch). Calls are
 // thread-safe.
 //
+// The s32 sum cannot overflow: a weight with more than 65793 products per output (K for linear,
+// C / groups * kH * kW for conv) is refused (ValueError).
+//
 // reference::int8_linear / int8_conv2d are plain loops: the sum over taps is exact in int32, then
 // scaled in f64. With power-of-two scales and a bias on the same grid the fast kernels must match
 // them bit for bit; otherwise within f32 rounding.
