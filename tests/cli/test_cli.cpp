@@ -136,6 +136,8 @@ TEST_F(CliTest, QuantizePrintsTheSizeRatioAndEvalRunsTheQuantizedModel) {
   Outcome e = weft_cli("eval --checkpoint " + path("q.safetensors"));
   ASSERT_EQ(e.status, 0) << e.output;
   EXPECT_TRUE(contains(e.output, "mlp (int8-static) on 10000 test images")) << e.output;
+  Outcome json = weft_cli("eval --json --checkpoint " + path("q.safetensors"));
+  EXPECT_TRUE(contains(json.output, "\"model\":\"mlp\",\"quantization\":\"int8-static\"")) << json.output;
   Outcome q4 = weft_cli("quantize " + path("mlp.safetensors") + " --int4 --out " + path("q4.safetensors") + " --json");
   ASSERT_EQ(q4.status, 0) << q4.output;
   EXPECT_TRUE(contains(q4.output, "\"quantization\":\"int4-weight-only\"")) << q4.output;

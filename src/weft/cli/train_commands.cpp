@@ -50,12 +50,14 @@ void train(const train::ClassifierOptions& options, bool json) {
 void eval(const std::string& checkpoint, std::string model_name, const std::string& dataset, const std::string& data_dir,
           int64_t batch_size, bool json) {
   std::shared_ptr<nn::Module> model;
+  std::string quantization = "none";
   if (quant::is_quantized_checkpoint(checkpoint)) {
     quant::QuantizedClassifier quantized = quant::load_quantized_classifier(checkpoint);
     WEFT_CHECK(model_name.empty() || model_name == quantized.model_name, ValueError, checkpoint, " holds a quantized ",
                quantized.model_name, " model, not ", model_name);
     model = quantized.model;
-    model_name = quantized.model_name + " (" + quant::scheme_name(quantized.scheme) + ")";
+    model_name = quantized.model_name;
+    quantization = quant::scheme_name(quantized.scheme);
   } else {
     train::Weights weights = train::load_weights(checkpoint);
     if (model_name.empty()) model_name = weights.model_name;
@@ -65,10 +67,11 @@ void eval(const std::string& checkpoint, std::string model_name, const std::stri
   }
   data::ImageDataset test_data = train::load_image_dataset(dataset, data_dir, false);
   train::EvalResult r = train::evaluate_classifier(*model, test_data, batch_size);
-  std::cout << model_name << " on " << r.samples << " test images: accuracy " << percent(r.accuracy) << ", loss "
-            << r.loss << "\n";
+  std::cout << model_name << (quantization == "none" ? "" : " (" + quantization + ")") << " on " << r.samples
+            << " test images: accuracy " << percent(r.accuracy) << ", loss " << r.loss << "\n";
   if (json)
-    std::cout << nlohmann::json{{"model", model_name}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}}.dump()
+    std::cout << nlohmann::json{{"model", model_name}, {"quantization", quantization}, {"accuracy", r.accuracy},
+                                {"loss", r.loss}, {"samples", r.samples}}.dump()
               << "\n";
 }
 
