@@ -6,6 +6,11 @@
 // A [M, K] @ B [K, N] once and times execute(); weft::cpu::matmul is the same product through
 // weft (argument checks, primitive lookup, output allocation); weft::linear takes x [M, K] and a
 // weight [N, K], as a layer stores it, so oneDNN reads the weight transposed in place.
+//
+// Then the same shapes by number format: f32 and bf16 through weft::cpu::matmul, and int8 through
+// cpu::Int8Linear (u8 x [M, K] with a per-tensor scale and zero point, i8 weights [N, K] with
+// per-channel scales, s32 accumulation, f32 out), once on an already-quantized x and once
+// including quantizing the f32 x, which a quantized layer pays on every call.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -20,8 +25,10 @@
 #include "weft/core/random.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cpu/int8.h"
 #include "weft/kernels/cpu/matmul.h"
 #include "weft/ops/linear.h"
+#include "weft/quant/weights.h"
 
 namespace {
 
@@ -113,7 +120,11 @@ int main() {
               "weft::linear x[M,K] W[N,K]");
   std::printf("%-11s %-28s %-34s %-34s\n", "", "GFLOP/s best (median) %peak", "GFLOP/s best (median) %bare",
               "GFLOP/s best (median) %bare");
-  std::vector<std::pair<int64_t, double>> bf16_rows;
+  struct FormatRow {
+    int64_t n;
+    double f32, bf16, int8, int8_from_f32;  // GFLOP/s (GOP/s for int8), best
+  };
+  std::vector<FormatRow> format_rows;
   for (int64_t n : {1024, 2048}) {
     const int reps = n == 1024 ? 20 : 6;
     const double flops = 2.0 * n * n * n;
@@ -136,10 +147,25 @@ int main() {
 
     Tensor a16 = a.to(DType::bf16), b16 = b.to(DType::bf16);
     Timing t_bf16 = time_it([&] { weft::cpu::matmul(a16, b16, {}, DType::f32); }, reps);
-    bf16_rows.push_back({n, gf(t_bf16.best_s)});
+    weft::cpu::MinMax range = weft::cpu::aminmax(a);
+    const weft::cpu::QuantParams a_params = weft::cpu::choose_quant_params(range.min, range.max, DType::u8);
+    Tensor a8 = weft::cpu::quantize(a, a_params, DType::u8);
+    weft::quant::Int8Weight w8 = weft::quant::quantize_weight_int8(w);
+    weft::cpu::Int8Linear int8(w8.values, w8.scales);
+    Timing t_int8 = time_it([&] { int8.forward(a8, a_params); }, reps);
+    Timing t_int8_f32 = time_it([&] { int8.forward(weft::cpu::quantize(a, a_params, DType::u8), a_params); }, reps);
+    format_rows.push_back({n, gf(t_weft.best_s), gf(t_bf16.best_s), gf(t_int8.best_s), gf(t_int8_f32.best_s)});
   }
-  std::printf("\nbf16 in, f32 out, weft::cpu::matmul (oneDNN picks AMX / AVX512-BF16 when present):\n");
-  for (auto [n, g] : bf16_rows) std::printf("  %lld^3: %.1f GFLOP/s best\n", static_cast<long long>(n), g);
+  std::printf("\nBy number format, the same shapes, best GFLOP/s (int8: GOP/s) and the ratio to f32 measured in "
+              "this run\n(oneDNN picks AVX512-BF16 / AVX512-VNNI, or AMX where the CPU has it):\n");
+  std::printf("%-11s %-10s %-18s %-18s %-26s\n", "M=N=K", "f32", "bf16 in, f32 out", "int8 (u8 x in)",
+              "int8 incl. quantizing x");
+  for (const FormatRow& r : format_rows) {
+    std::string size = std::to_string(r.n) + "^3";
+    std::printf("%-11s %-10.1f %7.1f (%4.2fx)    %7.1f (%4.2fx)    %7.1f (%4.2fx)\n", size.c_str(), r.f32, r.bf16,
+                r.bf16 / r.f32, r.int8, r.int8 / r.f32, r.int8_from_f32, r.int8_from_f32 / r.f32);
+  }
+  std::printf("targets: bf16 >= 1.70x f32, int8 >= 2.50x f32\n");
 
   // Why weft keeps its own primitive cache: for small shapes, building the primitive descriptor
   // (even when oneDNN's cache then returns the primitive) costs about as much as the GEMM.

@@ -12,6 +12,9 @@
 #include "weft_cli.h"
 #include "weft/core/tensor.h"
 #include "weft/io/safetensors.h"
+#include "weft/nn/models.h"
+#include "weft/quant/checkpoint.h"
+#include "weft/quant/ptq.h"
 
 namespace weft {
 namespace {
@@ -93,6 +96,54 @@ TEST_F(CliTest, InfoPrintsTensorsAndSizePerFormat) {
 TEST_F(CliTest, EvalWithoutModelNameAsksForIt) {
   io::save_safetensors(path("anon.safetensors"), {{"w", Tensor::zeros({2})}});
   expect_usage_error(weft_cli("eval --checkpoint " + path("anon.safetensors")), "--model");
+}
+
+// A freshly initialised model saved as `weft train` saves one.
+void save_untrained(const std::string& file, const std::string& model_name) {
+  auto model = nn::make_image_classifier(model_name);
+  nn::StateDict state = model->state_dict();
+  io::save_safetensors(file, {state.begin(), state.end()}, {{"format", "pt"}, {"weft.model", model_name}});
+}
+
+TEST_F(CliTest, QuantizePrintsTheSizeRatioAndEvalRunsTheQuantizedModel) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  save_untrained(path("mlp.safetensors"), "mlp");
+  Outcome q = weft_cli("quantize " + path("mlp.safetensors") + " --int8 --calib 1 --batch-size 16 --out " + path("q.safetensors"));
+  ASSERT_EQ(q.status, 0) << q.output;
+  EXPECT_TRUE(contains(q.output, "int8-static")) << q.output;
+  EXPECT_TRUE(contains(q.output, "x smaller")) << q.output;
+  Outcome e = weft_cli("eval --checkpoint " + path("q.safetensors"));
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_TRUE(contains(e.output, "mlp (int8-static) on 10000 test images")) << e.output;
+  Outcome json = weft_cli("eval --json --checkpoint " + path("q.safetensors"));
+  EXPECT_TRUE(contains(json.output, "\"model\":\"mlp\",\"quantization\":\"int8-static\"")) << json.output;
+  Outcome q4 = weft_cli("quantize " + path("mlp.safetensors") + " --int4 --out " + path("q4.safetensors") + " --json");
+  ASSERT_EQ(q4.status, 0) << q4.output;
+  EXPECT_TRUE(contains(q4.output, "\"quantization\":\"int4-weight-only\"")) << q4.output;
+}
+
+TEST_F(CliTest, QuantizedCheckpointWithoutAScaleExitsTwo) {
+  auto model = nn::make_mlp();
+  quant::save_quantized_classifier(path("q.safetensors"), *quant::quantize_static(*model, {Tensor::ones({2, 1, 28, 28})}),
+                                   "mlp", quant::Scheme::int8_static);
+  io::SafetensorsFile f = io::load_safetensors(path("q.safetensors"));
+  std::erase_if(f.tensors, [](const auto& entry) { return entry.first == "3.weight_scale"; });
+  io::save_safetensors(path("no_scale.safetensors"), f.tensors, f.metadata);
+  expect_usage_error(weft_cli("eval --checkpoint " + path("no_scale.safetensors")), "'3.weight_scale'");
+}
+
+TEST_F(CliTest, QuantizeChecksItsArguments) {
+  save_untrained(path("mlp.safetensors"), "mlp");
+  expect_usage_error(weft_cli("quantize " + path("mlp.safetensors") + " --out " + path("q.safetensors")), "--int8");
+  expect_usage_error(weft_cli("quantize " + path("mlp.safetensors") + " --int8 --int4 --out " + path("q.safetensors")),
+                     "excludes");
+  expect_usage_error(weft_cli("quantize " + path("missing.safetensors") + " --int8 --out " + path("q.safetensors")),
+                     "missing.safetensors");
+  EXPECT_FALSE(fs::exists(path("q.safetensors")));
+  quant::save_quantized_classifier(path("int4.safetensors"), *quant::quantize_int4(*nn::make_mlp()), "mlp",
+                                   quant::Scheme::int4_weight_only);
+  expect_usage_error(weft_cli("quantize " + path("int4.safetensors") + " --int8 --out " + path("q.safetensors")),
+                     "already quantized");
 }
 
 }  // namespace

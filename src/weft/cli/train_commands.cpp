@@ -12,6 +12,7 @@
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/nn/models.h"
+#include "weft/quant/checkpoint.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/trainer.h"
 
@@ -55,17 +56,29 @@ void train(const train::ClassifierOptions& options, bool json) {
 
 void eval(const std::string& checkpoint, std::string model_name, const std::string& dataset, const std::string& data_dir,
           int64_t batch_size, bool json) {
-  train::Weights weights = train::load_weights(checkpoint);
-  if (model_name.empty()) model_name = weights.model_name;
-  WEFT_CHECK(!model_name.empty(), ValueError, checkpoint, " does not say which model it holds; pass --model mlp|cnn");
-  auto model = nn::make_image_classifier(model_name);
-  model->load_state_dict(weights.state);
+  std::shared_ptr<nn::Module> model;
+  std::string quantization = "none";
+  if (quant::is_quantized_checkpoint(checkpoint)) {
+    quant::QuantizedClassifier quantized = quant::load_quantized_classifier(checkpoint);
+    WEFT_CHECK(model_name.empty() || model_name == quantized.model_name, ValueError, checkpoint, " holds a quantized ",
+               quantized.model_name, " model, not ", model_name);
+    model = quantized.model;
+    model_name = quantized.model_name;
+    quantization = quant::scheme_name(quantized.scheme);
+  } else {
+    train::Weights weights = train::load_weights(checkpoint);
+    if (model_name.empty()) model_name = weights.model_name;
+    WEFT_CHECK(!model_name.empty(), ValueError, checkpoint, " does not say which model it holds; pass --model mlp|cnn");
+    model = nn::make_image_classifier(model_name);
+    model->load_state_dict(weights.state);
+  }
   data::ImageDataset test_data = train::load_image_dataset(dataset, data_dir, false);
   train::EvalResult r = train::evaluate_classifier(*model, test_data, batch_size);
-  std::cout << model_name << " on " << r.samples << " test images: accuracy " << percent(r.accuracy) << ", loss "
-            << r.loss << "\n";
+  std::cout << model_name << (quantization == "none" ? "" : " (" + quantization + ")") << " on " << r.samples
+            << " test images: accuracy " << percent(r.accuracy) << ", loss " << r.loss << "\n";
   if (json)
-    std::cout << nlohmann::json{{"model", model_name}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}}.dump()
+    std::cout << nlohmann::json{{"model", model_name}, {"quantization", quantization}, {"accuracy", r.accuracy},
+                                {"loss", r.loss}, {"samples", r.samples}}.dump()
               << "\n";
 }
 

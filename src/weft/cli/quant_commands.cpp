@@ -1,0 +1,133 @@
+// `weft quantize`: post-training quantization of a checkpoint written by `weft train`.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/cli/commands.h"
+#include "weft/core/allocator.h"
+#include "weft/core/threads.h"
+#include "weft/data/sampler.h"
+#include "weft/nn/models.h"
+#include "weft/quant/checkpoint.h"
+#include "weft/quant/ptq.h"
+#include "weft/train/checkpoint.h"
+#include "weft/train/trainer.h"
+
+namespace weft::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct QuantizeOptions {
+  std::string checkpoint, out;
+  bool int8 = false, int4 = false, dynamic = false;
+  int64_t calibration_batches = 10, batch_size = 128, group_size = 32;
+  std::string observer = "minmax";
+  double percentile = 99.99;
+  uint64_t seed = 0;
+  std::string dataset = train::ClassifierOptions{}.dataset, data_dir = train::ClassifierOptions{}.data_dir;
+  int threads = 0;
+  bool json = false;
+};
+
+// The first `count` batches of a seeded shuffle of the training split: the calibration set.
+std::vector<Tensor> calibration_batches(const QuantizeOptions& o) {
+  data::ImageDataset train_data = train::load_image_dataset(o.dataset, o.data_dir, true);
+  std::vector<int64_t> order = data::RandomSampler(train_data.size(), o.seed).indices(0);
+  std::vector<Tensor> batches;
+  for (int64_t b = 0; b < o.calibration_batches && b * o.batch_size < train_data.size(); ++b) {
+    auto begin = order.begin() + b * o.batch_size;
+    auto end = order.begin() + std::min<int64_t>((b + 1) * o.batch_size, train_data.size());
+    batches.push_back(train_data.get_batch({begin, end}).inputs);
+  }
+  return batches;
+}
+
+void quantize(const QuantizeOptions& o) {
+  WEFT_CHECK(o.int8 != o.int4, ValueError, "weft quantize: pass exactly one of --int8 and --int4");
+  WEFT_CHECK(!o.dynamic || o.int8, ValueError, "weft quantize: --dynamic applies to --int8 only");
+  WEFT_CHECK(o.calibration_batches > 0 && o.batch_size > 0, ValueError,
+             "weft quantize: --calib and --batch-size must be positive");
+  if (o.threads > 0) set_num_threads(o.threads);
+  const std::string source = fs::is_directory(o.checkpoint) ? (fs::path(o.checkpoint) / "model.safetensors").string()
+                                                             : o.checkpoint;
+  WEFT_CHECK(!quant::is_quantized_checkpoint(source), ValueError, source,
+             " is already quantized; quantize the f32 checkpoint that weft train wrote");
+  train::Weights weights = train::load_weights(source);
+  WEFT_CHECK(!weights.model_name.empty(), ValueError, source,
+             " does not say which model it holds (no weft.model in its metadata); quantize a checkpoint written by "
+             "weft train");
+  auto model = nn::make_image_classifier(weights.model_name);
+  model->load_state_dict(weights.state);
+
+  quant::Scheme scheme = o.int4 ? quant::Scheme::int4_weight_only
+                                : (o.dynamic ? quant::Scheme::int8_dynamic : quant::Scheme::int8_static);
+  std::map<std::string, std::string> metadata{{"weft.source", source}};
+  std::shared_ptr<nn::Sequential> quantized;
+  std::string how;
+  if (scheme == quant::Scheme::int8_static) {
+    std::vector<Tensor> batches = calibration_batches(o);
+    quant::CalibrationOptions calibration{o.observer, o.percentile};
+    quantized = quant::quantize_static(*model, batches, calibration);
+    std::string observer = o.observer == "percentile" ? str("percentile ", o.percentile) : o.observer;
+    metadata["weft.observer"] = observer;
+    metadata["weft.calibration_batches"] = std::to_string(batches.size());
+    metadata["weft.calibration_batch_size"] = std::to_string(o.batch_size);
+    how = str(observer, " observer, ", batches.size(), " calibration batches of ", o.batch_size);
+  } else if (scheme == quant::Scheme::int8_dynamic) {
+    quantized = quant::quantize_dynamic(*model);
+    how = "activation ranges measured per batch at run time";
+  } else {
+    quantized = quant::quantize_int4(*model, o.group_size);
+    how = str("Linear weights only, groups of ", o.group_size);
+  }
+  quant::save_quantized_classifier(o.out, *quantized, weights.model_name, scheme, metadata);
+
+  const int64_t f32_bytes = static_cast<int64_t>(fs::file_size(source));
+  const int64_t quantized_bytes = static_cast<int64_t>(fs::file_size(o.out));
+  const double ratio = static_cast<double>(f32_bytes) / static_cast<double>(quantized_bytes);
+  std::cout << "quantized " << weights.model_name << " to " << quant::scheme_name(scheme) << " (" << how << ")\n";
+  for (const auto& [name, child] : quantized->named_children())
+    if (!child->named_buffers().empty()) std::cout << "  " << name << ": " << child->name() << "(" << child->extra_repr() << ")\n";
+  std::printf("file size: f32 %s (%lld bytes), %s %s (%lld bytes): %.2fx smaller\n", format_bytes(f32_bytes).c_str(),
+              static_cast<long long>(f32_bytes), quant::scheme_name(scheme), format_bytes(quantized_bytes).c_str(),
+              static_cast<long long>(quantized_bytes), ratio);
+  std::cout << "written to " << o.out << " (evaluate with: weft eval --checkpoint " << o.out << ")\n";
+  if (o.json)
+    std::cout << nlohmann::json{{"model", weights.model_name}, {"quantization", quant::scheme_name(scheme)},
+                                {"out", o.out}, {"f32_bytes", f32_bytes}, {"quantized_bytes", quantized_bytes},
+                                {"ratio", ratio}}.dump()
+              << "\n";
+}
+
+}  // namespace
+
+void add_quant_commands(CLI::App& app, std::function<void()>& run) {
+  auto o = std::make_shared<QuantizeOptions>();
+  CLI::App* q = app.add_subcommand("quantize", "post-training quantization of a weft train checkpoint (int8 or int4)");
+  q->add_option("checkpoint", o->checkpoint, "model.safetensors or the checkpoint directory holding it")->required();
+  q->add_option("--out", o->out, "the quantized .safetensors file to write")->required();
+  auto int8 = q->add_flag("--int8", o->int8, "int8 weights per output channel; u8 activations per tensor");
+  auto int4 = q->add_flag("--int4", o->int4, "int4 weights of Linear layers in groups; f32 activations");
+  int8->excludes(int4);
+  q->add_flag("--dynamic", o->dynamic, "int8: activation scales per batch at run time instead of calibrated");
+  q->add_option("--calib", o->calibration_batches, "calibration batches from the training split (static int8)")
+      ->capture_default_str();
+  q->add_option("--observer", o->observer, "minmax | percentile")
+      ->check(CLI::IsMember({"minmax", "percentile"}))->capture_default_str();
+  q->add_option("--percentile", o->percentile, "for --observer percentile")->capture_default_str();
+  q->add_option("--group-size", o->group_size, "int4 group size")->capture_default_str()->check(CLI::PositiveNumber);
+  q->add_option("--batch-size", o->batch_size, "calibration batch size")->capture_default_str();
+  q->add_option("--seed", o->seed, "which training images calibrate")->capture_default_str();
+  q->add_option("--dataset", o->dataset)->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+  q->add_option("--data-dir", o->data_dir)->capture_default_str();
+  q->add_option("--threads", o->threads)->capture_default_str();
+  q->add_flag("--json", o->json, "print the result as one JSON object on the last line");
+  q->callback([&run, o] { run = [o] { quantize(*o); }; });
+}
+
+}  // namespace weft::cli
