@@ -1,5 +1,6 @@
 # Fashion-MNIST training throughput, weft against PyTorch 1.13 in the same run: the same MLP and
-# CNN (`weft train --model mlp|cnn`), batch 128, AdamW, 2 threads, the same number of batches.
+# CNN (`weft train --model mlp|cnn`), batch 128, AdamW, 2 threads, the same number of batches; then
+# the CNN in bf16 mixed precision, weft's --precision bf16 beside torch.autocast('cpu', bfloat16).
 #
 #   OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/train_vs_pytorch.py build/weft
 #
@@ -40,7 +41,7 @@ def torch_model(name):
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
-def torch_samples_per_s(name, images, labels):
+def torch_samples_per_s(name, images, labels, bf16=False):
     torch.manual_seed(0)
     model = torch_model(name)
     opt = torch.optim.AdamW(model.parameters(), lr=4e-3)  # weft train's default
@@ -50,18 +51,20 @@ def torch_samples_per_s(name, images, labels):
         if i == WARMUP:
             start = time.perf_counter()
         idx = order[i * 128:(i + 1) * 128]
-        loss = torch.nn.functional.cross_entropy(model(images[idx]), labels[idx])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = torch.nn.functional.cross_entropy(model(images[idx]), labels[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
     return BATCHES * 128 / (time.perf_counter() - start)
 
 
-def weft_samples_per_s(weft, name):
+def weft_samples_per_s(weft, name, precision="fp32"):
     # weft's figure covers every batch it trained, so it trains WARMUP more and the warm-up's
     # cost (first-call oneDNN primitive creation) is included: a slight handicap for weft.
     out = subprocess.run([weft, "train", "--model", name, "--epochs", "1", "--threads", "2", "--optimizer", "adamw",
-                          "--batch-size", "128", "--limit-train-batches", str(WARMUP + BATCHES), "--json"],
+                          "--batch-size", "128", "--limit-train-batches", str(WARMUP + BATCHES), "--precision", precision,
+                          "--json"],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["train_samples_per_s"]
 
@@ -75,10 +78,17 @@ def main():
     print(f"torch {torch.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
     print(f"{'model':6} {'weft samples/s':>15} {'torch samples/s':>16} {'ratio':>7} {'target':>7}")
+    fp32 = {}
     for name, target in (("mlp", 1.5), ("cnn", 1.2)):
         w = weft_samples_per_s(weft, name)
         t = torch_samples_per_s(name, images, labels)
+        fp32[name] = (w, t)
         print(f"{name:6} {w:15.0f} {t:16.0f} {w / t:6.2f}x {target:6.1f}x")
+    w = weft_samples_per_s(weft, "cnn", "bf16")
+    t = torch_samples_per_s("cnn", images, labels, bf16=True)
+    print(f"{'cnn bf16':9} {w:12.0f} {t:16.0f} {w / t:6.2f}x")
+    print(f"bf16 over fp32 on the CNN: weft {w / fp32['cnn'][0]:.2f}x (target 1.3x), "
+          f"PyTorch autocast {t / fp32['cnn'][1]:.2f}x")
 
 
 if __name__ == "__main__":

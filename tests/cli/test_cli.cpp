@@ -70,6 +70,20 @@ TEST_F(CliTest, UnwritableOutExitsTwo) {
   expect_usage_error(weft_cli("train --limit-train-batches 1 --epochs 1 --out " + path("a_file/run")), "a_file");
 }
 
+TEST_F(CliTest, BadPrecisionAndMemoryOptionsExitTwo) {
+  expect_usage_error(weft_cli("train --precision int8"), "--precision");
+  expect_usage_error(weft_cli("train --grad-accum 3"), "--grad-accum 3 must be a positive divisor of --batch-size 128");
+  expect_usage_error(weft_cli("train --grad-accum 0"), "--grad-accum 0");
+  expect_usage_error(weft_cli("train --memory-limit lots"), "lots");
+}
+
+// Smaller batches cannot help when the data itself does not fit: one line naming the tensor.
+TEST_F(CliTest, MemoryLimitBelowTheDatasetExitsTwoNamingTheTensor) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  expect_usage_error(weft_cli("train --model cnn --auto-batch --memory-limit 8MiB --limit-train-batches 1"),
+                     "out of memory: tried to allocate 44.86 MiB for tensor [60000, 28, 28] u8; limit 8.00 MiB");
+}
+
 TEST_F(CliTest, MalformedCheckpointsExitTwo) {
   write("short.safetensors", "abc");
   expect_usage_error(weft_cli("eval --checkpoint " + path("short.safetensors")), "short.safetensors");

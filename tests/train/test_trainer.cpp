@@ -160,6 +160,22 @@ TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
   expect_same_weights(limited.out_dir, planned.out_dir, 0);
 }
 
+// fp16's loss scale is part of the run: the checkpoint keeps it and a resumed run starts from it.
+TEST_F(TrainerTest, Fp16CheckpointsKeepTheLossScaler) {
+  ClassifierOptions o = small("fp16");
+  o.epochs = 1;
+  o.precision = "fp16";
+  TrainResult r = run(o);
+  auto model = nn::make_mlp();
+  optim::AdamW optimizer(model->parameters());
+  TrainerState state = load_checkpoint(o.out_dir, *model, "mlp", optimizer);
+  ASSERT_TRUE(state.grad_scaler.has_value());
+  EXPECT_EQ(state.grad_scaler->scale, r.loss_scale);
+  EXPECT_EQ(state.grad_scaler->skipped_steps, r.skipped_steps);
+  EXPECT_EQ(state.grad_scaler->growth_tracker, 12 - r.skipped_steps);  // clean steps since the last change
+  EXPECT_TRUE(contains(bytes_of("fp16", "metrics.jsonl"), "\"amp/loss_scale\""));
+}
+
 TEST_F(TrainerTest, WritesTensorBoardEventsAndMetricsLines) {
   ClassifierOptions o = small("logs");
   o.epochs = 1;
