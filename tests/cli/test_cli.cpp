@@ -77,6 +77,13 @@ TEST_F(CliTest, BadPrecisionAndMemoryOptionsExitTwo) {
   expect_usage_error(weft_cli("train --memory-limit lots"), "lots");
 }
 
+// oneDNN caps its kernels at ONEDNN_MAX_CPU_ISA, so an AVX2 machine can be played on any CPU.
+TEST_F(CliTest, Bf16OnACpuWithoutAvx512ExitsTwo) {
+  setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+  expect_usage_error(weft_cli("train --precision bf16"), "--precision bf16 is not supported on this CPU");
+  unsetenv("ONEDNN_MAX_CPU_ISA");
+}
+
 // Smaller batches cannot help when the data itself does not fit: one line naming the tensor.
 TEST_F(CliTest, MemoryLimitBelowTheDatasetExitsTwoNamingTheTensor) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
