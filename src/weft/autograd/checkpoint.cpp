@@ -7,22 +7,6 @@
 
 namespace weft::autograd {
 
-namespace {
-
-// Scope with recording on: backward runs with it off, and the recomputation must record.
-class EnableGradGuard {
- public:
-  EnableGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(true); }
-  ~EnableGradGuard() { set_grad_enabled(previous_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
-}  // namespace
-
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& block, const Tensor& input,
                   const std::vector<Tensor>& params) {
   if (!is_grad_enabled()) return block(input);
@@ -41,7 +25,7 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& block, const Tenso
     if (needs_input_grad) x.requires_grad_();
     Tensor recomputed;
     {
-      EnableGradGuard grad_on;
+      GradModeGuard record(true);  // backward runs with recording off; the recomputation must record
       AutocastGuard autocast(low_precision);
       const auto now = default_generator().state();
       default_generator().set_state(rng);

@@ -493,8 +493,6 @@ std::string CachingAllocator::trace_json() const {
   return events.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// Units are case-insensitive and their trailing "B" optional, as in Kubernetes quantities:
-// K, M, G, T are powers of 1000 and Ki, Mi, Gi, Ti powers of 1024.
 int64_t fresh_block_bytes(int64_t nbytes) {
   WEFT_CHECK(nbytes >= 0 && static_cast<size_t>(nbytes) <= kMaxRequest, ValueError, "fresh_block_bytes: ", nbytes,
              " bytes is not a request the allocator accepts");
@@ -504,6 +502,8 @@ int64_t fresh_block_bytes(int64_t nbytes) {
   return static_cast<int64_t>(segment - size > kSmallRequestMax ? size : segment);
 }
 
+// Units are case-insensitive and their trailing "B" optional, as in Kubernetes quantities:
+// K, M, G, T are powers of 1000 and Ki, Mi, Gi, Ti powers of 1024.
 int64_t parse_bytes(std::string_view text) {
   const auto fail = [&](const std::string& reason) {
     return ValueError(str("cannot read \"", text, "\" as a byte count (", reason,
