@@ -20,15 +20,20 @@ std::vector<int64_t> iota(int64_t n) {
   return out;
 }
 
-std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
+Generator epoch_generator(uint64_t seed, int64_t epoch) {
   // The odd multiplier keeps (seed, epoch) and (seed + 1, epoch - 1) apart, unlike seed + epoch.
-  Generator gen(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+  return Generator(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+}
+
+// Lemire's multiply-shift maps 64 random bits onto [0, n); its bias (n / 2^64) is negligible.
+int64_t below(Generator& gen, int64_t n) {
+  return static_cast<int64_t>((static_cast<unsigned __int128>(gen.next_u64()) * n) >> 64);
+}
+
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  Generator gen = epoch_generator(seed, epoch);
   std::vector<int64_t> out = iota(n);
-  for (int64_t i = n - 1; i > 0; --i) {
-    // Lemire's multiply-shift maps 64 random bits onto [0, i]; its bias (i / 2^64) is negligible.
-    auto j = static_cast<int64_t>((static_cast<unsigned __int128>(gen.next_u64()) * (i + 1)) >> 64);
-    std::swap(out[i], out[j]);
-  }
+  for (int64_t i = n - 1; i > 0; --i) std::swap(out[i], out[below(gen, i + 1)]);
   return out;
 }
 
@@ -41,6 +46,20 @@ std::vector<int64_t> SequentialSampler::indices(int64_t) const { return iota(siz
 RandomSampler::RandomSampler(int64_t size, uint64_t seed) : size_(checked_size(size, "RandomSampler")), seed_(seed) {}
 
 std::vector<int64_t> RandomSampler::indices(int64_t epoch) const { return permutation(size_, seed_, epoch); }
+
+ReplacementSampler::ReplacementSampler(int64_t population, int64_t num_samples, uint64_t seed)
+    : population_(population), num_samples_(num_samples), seed_(seed) {
+  WEFT_CHECK(num_samples >= 0 && (population >= 1 || num_samples == 0), ValueError,
+             "ReplacementSampler: expected num_samples >= 0 drawn from a population >= 1, found ", num_samples,
+             " from ", population);
+}
+
+std::vector<int64_t> ReplacementSampler::indices(int64_t epoch) const {
+  Generator gen = epoch_generator(seed_, epoch);
+  std::vector<int64_t> out(num_samples_);
+  for (int64_t& index : out) index = below(gen, population_);
+  return out;
+}
 
 DistributedSampler::DistributedSampler(int64_t size, int rank, int world_size, bool shuffle, uint64_t seed,
                                        bool drop_last)

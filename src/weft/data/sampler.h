@@ -46,6 +46,22 @@ class RandomSampler : public Sampler {
   uint64_t seed_;
 };
 
+// num_samples indices drawn independently and uniformly from [0, population), a fresh draw each
+// epoch (torch's RandomSampler with replacement=True). For data sets whose samples overlap, such
+// as every window of a token stream, where an epoch of each sample once would be both huge and
+// pointless. population < 1 with num_samples > 0 → ValueError.
+class ReplacementSampler : public Sampler {
+ public:
+  ReplacementSampler(int64_t population, int64_t num_samples, uint64_t seed);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return num_samples_; }
+
+ private:
+  int64_t population_;
+  int64_t num_samples_;
+  uint64_t seed_;
+};
+
 class DistributedSampler : public Sampler {
  public:
   // `size` is the dataset's; a rank outside [0, world_size) or world_size < 1 → ValueError.

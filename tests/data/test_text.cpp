@@ -1,0 +1,358 @@
+// Tokenizers, text documents, token shards and windows: round trips, every bad input, the fortunes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "expect_error.h"
+#include "weft/data/dataloader.h"
+#include "weft/data/sampler.h"
+#include "weft/data/text.h"
+#include "weft/data/tokenizer.h"
+#include "weft/io/atomic_file.h"
+
+namespace weft::data {
+namespace {
+
+using weft::testing::contains;
+using weft::testing::message_of;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "weft_text_XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void write_text(const std::string& path, const std::string& bytes) {
+  io::write_file_atomic(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
+}
+
+// Multi-byte characters of every length: é (2 bytes), € (3), 😀 (4).
+const std::string kUnicode = "Caf\xC3\xA9 costs 3\xE2\x82\xAC \xF0\x9F\x98\x80\n  two  spaces\ttab\n";
+
+// A few KB of varied English with a handful of multi-byte characters, for SentencePiece.
+std::string training_text() {
+  const char* sentences[] = {
+      "The quick brown fox jumps over the lazy dog.",
+      "A journey of a thousand miles begins with a single step.",
+      "To be or not to be, that is the question.",
+      "All that glitters is not gold; all who wander are not lost.",
+      "The caf\xC3\xA9 serves cr\xC3\xA8me br\xC3\xBBl\xC3\xA9""e for 5\xE2\x82\xAC on Sundays.",
+      "Programs must be written for people to read, and only incidentally for machines to execute.",
+      "Simplicity is prerequisite for reliability.",
+      "In theory there is no difference between theory and practice; in practice there is.",
+  };
+  std::string text;
+  for (int round = 0; round < 12; ++round)
+    for (const char* s : sentences) text += std::string(s) + (round % 3 == 2 ? "\n" : " ");
+  return text;
+}
+
+std::vector<std::string> training_documents() {
+  std::vector<std::string> documents;
+  std::string text = training_text();
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    documents.push_back(text.substr(start, end + 1 - start));
+    start = end + 1;
+  }
+  return documents;
+}
+
+// Training takes about a second; the tests below share one model.
+const SentencePieceTokenizer& small_bpe() {
+  static SentencePieceTokenizer tokenizer = train_sentencepiece(training_documents(), {"bpe", 400});
+  return tokenizer;
+}
+
+TEST(ByteTokenizer, RoundTripsUtf8WithMultiByteCharacters) {
+  ByteTokenizer tokenizer;
+  std::vector<int32_t> ids = tokenizer.encode(kUnicode);
+  ASSERT_EQ(ids.size(), kUnicode.size());
+  EXPECT_EQ(ids[3], 0xC3);
+  EXPECT_EQ(ids[4], 0xA9);
+  EXPECT_EQ(tokenizer.decode(ids), kUnicode);
+  EXPECT_EQ(tokenizer.vocab_size(), 256);
+  EXPECT_EQ(tokenizer.identity(), "byte");
+}
+
+TEST(ByteTokenizer, DecodesACutCharacterToItsBytesAndRejectsIdsOutsideTheVocabulary) {
+  ByteTokenizer tokenizer;
+  EXPECT_EQ(tokenizer.decode({0xE2, 0x82}), "\xE2\x82");
+  std::string message = message_of<IndexError>([&] { tokenizer.decode({65, 256}); });
+  EXPECT_TRUE(contains(message, "token id 256 at position 1 is outside the vocabulary [0, 256)")) << message;
+  EXPECT_THROW(tokenizer.decode({-1}), IndexError);
+}
+
+TEST(SentencePieceTokenizer, TrainsBpeAndRoundTripsTextIncludingUnseenCharacters) {
+  const SentencePieceTokenizer& tokenizer = small_bpe();
+  EXPECT_EQ(tokenizer.vocab_size(), 400);
+  std::string seen = "The quick brown fox jumps over the lazy dog.\n";
+  std::vector<int32_t> ids = tokenizer.encode(seen);
+  EXPECT_LT(ids.size(), seen.size() * 2 / 3) << "BPE should merge the training text's words";
+  EXPECT_EQ(tokenizer.decode(ids), seen);
+  // Characters it never saw go through byte fallback, whitespace runs and newlines are kept.
+  EXPECT_EQ(tokenizer.decode(tokenizer.encode(kUnicode)), kUnicode);
+  // Encoding commutes with concatenation, which is what lets a shard hold documents back to back.
+  std::vector<int32_t> joined = tokenizer.encode(seen);
+  for (int32_t id : tokenizer.encode(kUnicode)) joined.push_back(id);
+  EXPECT_EQ(tokenizer.decode(joined), seen + kUnicode);
+  EXPECT_THROW(tokenizer.decode({400}), IndexError);
+}
+
+TEST(SentencePieceTokenizer, TrainsUnigramAndSavesAModelThatLoadsWithTheSameIdentity) {
+  SentencePieceTokenizer trained = train_sentencepiece(training_documents(), {"unigram", 320});
+  TempDir dir;
+  write_text(dir.file("tok.model"), trained.serialized_model());
+  SentencePieceTokenizer loaded = SentencePieceTokenizer::load(dir.file("tok.model"));
+  EXPECT_EQ(loaded.identity(), trained.identity());
+  EXPECT_TRUE(loaded.identity().starts_with("sentencepiece:"));
+  EXPECT_NE(loaded.identity(), small_bpe().identity());
+  EXPECT_EQ(loaded.encode(kUnicode), trained.encode(kUnicode));
+  EXPECT_EQ(loaded.decode(loaded.encode(kUnicode)), kUnicode);
+  EXPECT_EQ(load_tokenizer(dir.file("tok.model"))->identity(), trained.identity());
+  EXPECT_EQ(load_tokenizer("byte")->identity(), "byte");
+}
+
+TEST(SentencePieceTokenizer, RejectsAFileThatIsNoModelAndVocabulariesItCannotTrain) {
+  TempDir dir;
+  write_text(dir.file("not.model"), "hello, I am text\n");
+  std::string message = message_of<FormatError>([&] { SentencePieceTokenizer::load(dir.file("not.model")); });
+  EXPECT_TRUE(contains(message, "not.model': expected a SentencePiece model")) << message;
+  EXPECT_THROW(SentencePieceTokenizer::load(dir.file("missing.model")), IOError);
+  EXPECT_THROW(load_tokenizer(dir.file("missing.model")), IOError);
+  // The byte-fallback pieces alone take 256 entries.
+  message = message_of<ValueError>([] { train_sentencepiece(training_documents(), {"bpe", 100}); });
+  EXPECT_TRUE(contains(message, "vocabulary 100")) << message;
+  EXPECT_THROW(train_sentencepiece(training_documents(), {"wordpiece", 400}), ValueError);
+}
+
+TEST(TextDocuments, SplitsAtSeparatorLinesAndEndsEachDocumentWithANewline) {
+  TempDir dir;
+  write_text(dir.file("f"), "first\nfortune\n%\nsecond\n%\n%\n50% off\nthird");
+  EXPECT_EQ(read_text_documents(dir.file("f")),
+            (std::vector<std::string>{"first\nfortune\n", "second\n", "50% off\nthird\n"}));
+  write_text(dir.file("plain"), kUnicode);
+  EXPECT_EQ(read_text_documents(dir.file("plain")), std::vector<std::string>{kUnicode});
+}
+
+TEST(TextDocuments, RejectsEmptyTextAndNamesTheOffsetOfInvalidUtf8) {
+  TempDir dir;
+  write_text(dir.file("empty"), "");
+  std::string message = message_of<FormatError>([&] { read_text_documents(dir.file("empty")); });
+  EXPECT_TRUE(contains(message, "empty' is empty: expected UTF-8 text")) << message;
+  write_text(dir.file("separators"), "%\n%\n");
+  message = message_of<FormatError>([&] { read_text_documents(dir.file("separators")); });
+  EXPECT_TRUE(contains(message, "holds no text")) << message;
+
+  // Latin-1 é, an overlong "/", a surrogate, a code point above U+10FFFF, a cut character and a
+  // stray continuation byte, each after 11 good bytes that end on line 2.
+  const std::string prefix = "ok\n\xC3\xA9 valid";
+  for (const std::string& bad : {std::string("\xE9t\xE9"), std::string("\xC0\xAF"), std::string("\xED\xA0\x80"),
+                                 std::string("\xF4\x90\x80\x80"), std::string("\xE2\x82"), std::string("\x80")}) {
+    write_text(dir.file("bad"), prefix + bad);
+    message = message_of<FormatError>([&] { read_text_documents(dir.file("bad")); });
+    EXPECT_TRUE(contains(message, "bad': expected UTF-8 text")) << message;
+    EXPECT_TRUE(contains(message, "at byte offset 11 (line 2)")) << message;
+  }
+  EXPECT_THROW(read_text_documents(dir.file("missing")), IOError);
+}
+
+TEST(TextDocuments, ExpandsDirectoriesToTheirTextFilesOnly) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("corpus"));
+  write_text(dir.file("corpus/b"), "b\n");
+  write_text(dir.file("corpus/a"), "a\n");
+  write_text(dir.file("corpus/a.dat"), "index");
+  std::filesystem::create_symlink("a", dir.file("corpus/a.u8"));
+  write_text(dir.file("single.txt"), "c\n");
+  EXPECT_EQ(expand_text_paths({dir.file("single.txt"), dir.file("corpus")}),
+            (std::vector<std::string>{dir.file("single.txt"), dir.file("corpus/a"), dir.file("corpus/b")}));
+  EXPECT_THROW(expand_text_paths({dir.file("nothing")}), IOError);
+  std::filesystem::create_directory(dir.file("no-text"));
+  EXPECT_THROW(expand_text_paths({dir.file("no-text")}), IOError);
+}
+
+TEST(DocumentSplit, SpreadsTheValidationShareEvenlyAndDeterministically) {
+  std::vector<std::string> documents;
+  for (int i = 0; i < 20; ++i) documents.push_back(std::to_string(i) + "\n");
+  DocumentSplit split = split_documents(documents, 0.1);
+  EXPECT_EQ(split.val, (std::vector<std::string>{"9\n", "19\n"}));
+  EXPECT_EQ(split.train.size(), 18u);
+  EXPECT_EQ(split_documents(documents, 0.25).val.size(), 5u);
+  EXPECT_TRUE(split_documents(documents, 0).val.empty());
+  EXPECT_THROW(split_documents(documents, 1), ValueError);
+  EXPECT_THROW(split_documents(documents, -0.1), ValueError);
+}
+
+TEST(TokenShard, TokenizesDocumentsWithSeparatorsAndRoundTripsThroughAFile) {
+  ByteTokenizer bytes;
+  TokenShard shard = tokenize_documents({"one\n", "tw\xC3\xB8\n"}, bytes);
+  std::vector<int32_t> ids(shard.tokens.begin(), shard.tokens.end());
+  EXPECT_EQ(bytes.decode(ids), "one\n%\ntw\xC3\xB8\n%\n");
+  TempDir dir;
+  write_token_shard(dir.file("train.bin"), shard);
+  EXPECT_EQ(std::filesystem::file_size(dir.file("train.bin")), 32 + 4 + 2 * shard.tokens.size());
+  TokenShard read = read_token_shard(dir.file("train.bin"));
+  EXPECT_EQ(read.tokens, shard.tokens);
+  EXPECT_EQ(read.tokenizer, "byte");
+  EXPECT_EQ(read.vocab_size, 256);
+  EXPECT_EQ(read.path, dir.file("train.bin"));
+  check_shard_tokenizer(read, bytes);
+
+  const SentencePieceTokenizer& bpe = small_bpe();
+  TokenShard bpe_shard = tokenize_documents({"The quick brown fox.\n", kUnicode}, bpe);
+  write_token_shard(dir.file("bpe.bin"), bpe_shard);
+  TokenShard bpe_read = read_token_shard(dir.file("bpe.bin"));
+  EXPECT_EQ(bpe_read.tokens, bpe_shard.tokens);
+  EXPECT_EQ(bpe_read.tokenizer, bpe.identity());
+  std::vector<int32_t> bpe_ids(bpe_read.tokens.begin(), bpe_read.tokens.end());
+  EXPECT_EQ(bpe.decode(bpe_ids), "The quick brown fox.\n%\n" + kUnicode + "%\n");
+  check_shard_tokenizer(bpe_read, bpe);
+}
+
+TEST(TokenShard, RejectsATokenizerOtherThanTheOneThatMadeIt) {
+  TempDir dir;
+  write_token_shard(dir.file("train.bin"), tokenize_documents({"abc\n"}, ByteTokenizer{}));
+  TokenShard shard = read_token_shard(dir.file("train.bin"));
+  std::string message = message_of<ValueError>([&] { check_shard_tokenizer(shard, small_bpe()); });
+  EXPECT_TRUE(contains(message, "train.bin' was made by tokenizer byte (vocab 256), not by the given sentencepiece:"))
+      << message;
+  TokenShard bpe_shard = tokenize_documents({"abc\n"}, small_bpe());
+  EXPECT_THROW(check_shard_tokenizer(bpe_shard, ByteTokenizer{}), ValueError);
+}
+
+TEST(TokenShard, RejectsMalformedFilesNamingThem) {
+  TempDir dir;
+  std::string path = dir.file("shard.bin");
+  write_token_shard(path, tokenize_documents({"hello\n"}, ByteTokenizer{}));
+  const std::string good = io::read_file(path);
+  auto expect_format_error = [&](const std::string& bytes, const std::string& says) {
+    write_text(path, bytes);
+    std::string message = message_of<FormatError>([&] { read_token_shard(path); });
+    EXPECT_TRUE(contains(message, "shard.bin")) << message;
+    EXPECT_TRUE(contains(message, says)) << message;
+  };
+  expect_format_error(good.substr(0, 20), "expected a 32-byte header, found 20 bytes");
+  expect_format_error(good.substr(0, good.size() - 3), "the header says 8 tokens, the file holds 6");
+  expect_format_error(good + "x", "found 1 trailing bytes");
+  expect_format_error("GGUF" + good.substr(4), "not a weft token shard");
+  std::string version = good;
+  version[8] = 7;
+  expect_format_error(version, "expected token shard version 1, found 7");
+  // A vocabulary of 100 makes every letter of "hello" (104 and up) an id outside it.
+  std::string small_vocab = good;
+  small_vocab[16] = 100;
+  small_vocab[17] = 0;
+  expect_format_error(small_vocab, "token id 104 at position 0 is outside the vocabulary [0, 100)");
+  std::string wrong_token = good;
+  wrong_token[36] = 0x00;
+  wrong_token[37] = 0x01;  // token 0 becomes 256
+  expect_format_error(wrong_token, "token id 256 at position 0 is outside the vocabulary [0, 256)");
+  EXPECT_THROW(read_token_shard(dir.file("missing.bin")), IOError);
+}
+
+TokenShard counting_shard(int n) {
+  TokenShard shard{"byte", 256, {}, {}};
+  for (int i = 0; i < n; ++i) shard.tokens.push_back(static_cast<uint16_t>(i % 256));
+  return shard;
+}
+
+TEST(TokenDataset, WindowsHaveTargetsShiftedByOne) {
+  TokenDataset dataset(counting_shard(20), 4);
+  EXPECT_EQ(dataset.size(), 16);  // starts 0..15: the last window's targets end at token 19
+  Batch batch = dataset.get_batch({0, 15, 7});
+  EXPECT_EQ(batch.inputs.dtype(), DType::i64);
+  EXPECT_EQ(batch.inputs.shape(), (Shape{3, 4}));
+  EXPECT_EQ(batch.targets.shape(), (Shape{3, 4}));
+  EXPECT_EQ(batch.inputs.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 15, 16, 17, 18, 7, 8, 9, 10}));
+  EXPECT_EQ(batch.targets.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4, 16, 17, 18, 19, 8, 9, 10, 11}));
+  EXPECT_THROW(dataset.get_batch({16}), IndexError);
+  EXPECT_THROW(dataset.get_batch({-1}), IndexError);
+}
+
+TEST(TokenDataset, StrideEqualToTheContextTilesTheShard) {
+  TokenDataset dataset(counting_shard(21), 5, 5);
+  EXPECT_EQ(dataset.size(), 4);
+  Batch batch = dataset.get_batch({3});
+  EXPECT_EQ(batch.inputs.to_vector<int64_t>(), (std::vector<int64_t>{15, 16, 17, 18, 19}));
+  EXPECT_EQ(batch.targets.to_vector<int64_t>(), (std::vector<int64_t>{16, 17, 18, 19, 20}));
+  EXPECT_EQ(TokenDataset(counting_shard(20), 5, 5).size(), 3);
+}
+
+TEST(TokenDataset, RejectsAShardTooShortForOneWindow) {
+  std::string message = message_of<ValueError>([] { TokenDataset(counting_shard(4), 4); });
+  EXPECT_TRUE(contains(message, "a window of 4 tokens needs 5 tokens")) << message;
+  EXPECT_NO_THROW(TokenDataset(counting_shard(5), 4));
+  EXPECT_THROW(TokenDataset(counting_shard(10), 0), ValueError);
+  EXPECT_THROW(TokenDataset(counting_shard(10), 2, 0), ValueError);
+}
+
+TEST(ReplacementSampler, DrawsTheSameWindowsForASeedAndDifferentOnesPerEpoch) {
+  ReplacementSampler sampler(1000, 64, 7);
+  EXPECT_EQ(sampler.size(), 64);
+  std::vector<int64_t> epoch0 = sampler.indices(0);
+  EXPECT_EQ(epoch0, ReplacementSampler(1000, 64, 7).indices(0));
+  EXPECT_NE(epoch0, sampler.indices(1));
+  EXPECT_NE(epoch0, ReplacementSampler(1000, 64, 8).indices(0));
+  for (int64_t i : epoch0) EXPECT_TRUE(i >= 0 && i < 1000) << i;
+  // Uniform over the population: 100000 draws from 10 values land about 10000 on each.
+  std::vector<int64_t> counts(10);
+  for (int64_t i : ReplacementSampler(10, 100000, 1).indices(0)) ++counts[i];
+  for (int64_t c : counts) EXPECT_NEAR(c, 10000, 500);
+  EXPECT_THROW(ReplacementSampler(0, 1, 0), ValueError);
+  EXPECT_THROW(ReplacementSampler(10, -1, 0), ValueError);
+}
+
+TEST(TokenDataset, FeedsTheDataLoaderTheSameRandomWindowsWithPrefetchOrWithout) {
+  auto dataset = std::make_shared<TokenDataset>(counting_shard(300), 8);
+  auto sampler = std::make_shared<ReplacementSampler>(dataset->size(), 40, 3);
+  DataLoader prefetching(dataset, sampler, 16, false, 2), direct(dataset, sampler, 16, false, 0);
+  prefetching.start_epoch(0);
+  direct.start_epoch(0);
+  int batches = 0;
+  while (std::optional<Batch> a = prefetching.next()) {
+    std::optional<Batch> b = direct.next();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(a->inputs.to_vector<int64_t>(), b->inputs.to_vector<int64_t>());
+    std::vector<int64_t> inputs = a->inputs.to_vector<int64_t>(), targets = a->targets.to_vector<int64_t>();
+    for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(targets[i], (inputs[i] + 1) % 256);
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
+}
+
+TEST(TokenDataset, LoadsTheFortunesCorpus) {
+  if (!std::filesystem::exists(kFortunesDir)) GTEST_SKIP() << "the fortunes package is not installed";
+  std::vector<std::string> files = expand_text_paths({kFortunesDir});
+  EXPECT_GT(files.size(), 20u);
+  std::vector<std::string> documents;
+  for (const std::string& file : files)
+    for (std::string& d : read_text_documents(file)) documents.push_back(std::move(d));
+  EXPECT_GT(documents.size(), 5000u);
+  DocumentSplit split = split_documents(documents, 0.1);
+  EXPECT_NEAR(static_cast<double>(split.val.size()), static_cast<double>(documents.size()) / 10, 1);
+  ByteTokenizer bytes;
+  TokenShard shard = tokenize_documents(split.train, bytes);
+  EXPECT_GT(shard.tokens.size(), 2'000'000u);
+  TokenDataset dataset(std::move(shard), 256);
+  Batch batch = dataset.get_batch(ReplacementSampler(dataset.size(), 4, 0).indices(0));
+  EXPECT_EQ(batch.inputs.shape(), (Shape{4, 256}));
+}
+
+}  // namespace
+}  // namespace weft::data
