@@ -104,7 +104,9 @@ std::vector<std::string> expand_text_paths(const std::vector<std::string>& paths
       continue;
     }
     std::vector<std::string> texts;
-    for (const fs::directory_entry& entry : fs::directory_iterator(path))
+    fs::directory_iterator entries(path, ec);
+    WEFT_CHECK(!ec, IOError, "cannot list directory '", path, "': ", ec.message());
+    for (const fs::directory_entry& entry : entries)
       if (entry.is_regular_file() && !entry.is_symlink() && !entry.path().has_extension())
         texts.push_back(entry.path().string());
     WEFT_CHECK(!texts.empty(), IOError, "'", path, "': expected text files (names without an extension), found none");

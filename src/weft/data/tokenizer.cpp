@@ -115,7 +115,8 @@ SentencePieceTokenizer train_sentencepiece(const std::vector<std::string>& docum
   auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator, &serialized);
   WEFT_CHECK(status.ok(), ValueError, "train_sentencepiece: SentencePiece could not train a ", options.model_type,
              " model of vocabulary ", options.vocab_size, " on ", documents.size(), " documents: ",
-             status.ToString());
+             status.ToString(), " (the vocabulary holds 3 control pieces, 256 byte-fallback pieces and the text's ",
+             "characters before any merged piece; too large a vocabulary for little text fails too)");
   return SentencePieceTokenizer(serialized, "trained model");
 }
 
