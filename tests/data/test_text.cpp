@@ -134,7 +134,9 @@ TEST(SentencePieceTokenizer, RejectsAFileThatIsNoModelAndVocabulariesItCannotTra
   std::string message = message_of<FormatError>([&] { SentencePieceTokenizer::load(dir.file("not.model")); });
   EXPECT_TRUE(contains(message, "not.model': expected a SentencePiece model")) << message;
   EXPECT_THROW(SentencePieceTokenizer::load(dir.file("missing.model")), IOError);
-  EXPECT_THROW(load_tokenizer(dir.file("missing.model")), IOError);
+  message = message_of<IOError>([&] { load_tokenizer("bytes"); });
+  EXPECT_TRUE(contains(message, "expected a tokenizer: 'byte' or a SentencePiece model file, found no file 'bytes'"))
+      << message;
   // The byte-fallback pieces alone take 256 entries.
   message = message_of<ValueError>([] { train_sentencepiece(training_documents(), {"bpe", 100}); });
   EXPECT_TRUE(contains(message, "vocabulary 100")) << message;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <unordered_map>
 
 #include "weft/core/error.h"
@@ -122,6 +123,8 @@ SentencePieceTokenizer train_sentencepiece(const std::vector<std::string>& docum
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   if (spec == "byte") return std::make_unique<ByteTokenizer>();
+  WEFT_CHECK(std::filesystem::is_regular_file(spec), IOError, "expected a tokenizer: 'byte' or a SentencePiece model ",
+             "file, found no file '", spec, "'");
   return std::make_unique<SentencePieceTokenizer>(SentencePieceTokenizer::load(spec));
 }
 

@@ -78,7 +78,8 @@ struct SentencePieceOptions {
 SentencePieceTokenizer train_sentencepiece(const std::vector<std::string>& documents,
                                            const SentencePieceOptions& options);
 
-// "byte" → ByteTokenizer, anything else is the path of a SentencePiece model file.
+// "byte" → ByteTokenizer, anything else is the path of a SentencePiece model file (no such file →
+// IOError).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 
 }  // namespace weft::data
