@@ -94,6 +94,20 @@ void visit_floating(DType t, const char* op, Fn&& fn) {
   }
 }
 
+// out[c] = sum_d x[d] * tile_t[d * kKeyBlock + c] for all kKeyBlock columns of a transposed tile
+// (columns past the tile's keys hold zeros). The fixed trip count lets the compiler keep the
+// whole row of sums in vector registers across d, instead of loading and storing it per d.
+template <typename A>
+void row_times_tile(const A* x, const A* tile_t, int64_t depth, A* out) {
+  A acc[kKeyBlock] = {};
+  for (int64_t d = 0; d < depth; ++d) {
+    const A xd = x[d];
+    const A* row = tile_t + d * kKeyBlock;
+    for (int64_t c = 0; c < kKeyBlock; ++c) acc[c] += xd * row[c];
+  }
+  std::copy_n(acc, kKeyBlock, out);
+}
+
 // ---- forward ----
 
 // One task: rows i0 .. i0 + rows - 1 of batch row n, against every key they may see.
@@ -116,20 +130,15 @@ struct ForwardTile {
     const int64_t key_end = std::max<int64_t>(0, p.visible(i0 + rows - 1));  // the block's last row sees most
     for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, key_end - j0);
-      // k transposed so the score loop below runs unit-stride over keys.
-      for (int64_t c = 0; c < cols; ++c) {
-        for (int64_t d = 0; d < D; ++d) k_t[d * kKeyBlock + c] = static_cast<A>(pk[lk.at(n, j0 + c, d)]);
+      // k transposed so the score loop below runs unit-stride over keys; zeros past the last key.
+      for (int64_t c = 0; c < kKeyBlock; ++c)
+        for (int64_t d = 0; d < D; ++d) k_t[d * kKeyBlock + c] = c < cols ? static_cast<A>(pk[lk.at(n, j0 + c, d)]) : A(0);
+      for (int64_t c = 0; c < cols; ++c)
         for (int64_t e = 0; e < Dv; ++e) v[c * Dv + e] = static_cast<A>(pv[lv.at(n, j0 + c, e)]);
-      }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t seen = std::min(cols, p.visible(i0 + r) - j0);
         if (seen <= 0) continue;
-        std::fill_n(s.begin(), seen, A(0));
-        for (int64_t d = 0; d < D; ++d) {
-          const A qd = q[r * D + d];
-          const A* kd = &k_t[d * kKeyBlock];
-          for (int64_t c = 0; c < seen; ++c) s[c] += qd * kd[c];
-        }
+        row_times_tile(&q[r * D], k_t.data(), D, s.data());
         const A m_new = std::max(m[r], *std::max_element(s.begin(), s.begin() + seen));
         const A rescale = std::exp(m[r] - m_new);  // 0 on the first block (m = -inf)
         A* o = &acc[r * Dv];
@@ -185,9 +194,11 @@ struct BackwardTile {
     std::fill(dq.begin(), dq.end(), A(0));
     for (int64_t j0 = 0; j0 < p.Tk; j0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, p.Tk - j0);
-      for (int64_t c = 0; c < cols; ++c) {
-        for (int64_t d = 0; d < D; ++d) k_t[d * kKeyBlock + c] = k[c * D + d] = static_cast<A>(pk[lk.at(n, j0 + c, d)]);
-        for (int64_t e = 0; e < Dv; ++e) v_t[e * kKeyBlock + c] = static_cast<A>(pv[lv.at(n, j0 + c, e)]);
+      for (int64_t c = 0; c < kKeyBlock; ++c) {  // zeros past the last key
+        for (int64_t d = 0; d < D; ++d)
+          k_t[d * kKeyBlock + c] = k[c * D + d] = c < cols ? static_cast<A>(pk[lk.at(n, j0 + c, d)]) : A(0);
+        for (int64_t e = 0; e < Dv; ++e)
+          v_t[e * kKeyBlock + c] = c < cols ? static_cast<A>(pv[lv.at(n, j0 + c, e)]) : A(0);
       }
       std::fill(dk.begin(), dk.end(), A(0));
       std::fill(dv.begin(), dv.end(), A(0));
@@ -197,18 +208,8 @@ struct BackwardTile {
         const A lse_i = lse[n * p.Tq + i], delta_i = delta[i];
         for (int64_t d = 0; d < D; ++d) q[d] = static_cast<A>(pq[lq.at(n, i, d)]);
         for (int64_t e = 0; e < Dv; ++e) dout[e] = static_cast<A>(pg[lg.at(n, i, e)]);
-        std::fill_n(s.begin(), seen, A(0));
-        std::fill_n(ds.begin(), seen, A(0));
-        for (int64_t d = 0; d < D; ++d) {
-          const A qd = q[d];
-          const A* kd = &k_t[d * kKeyBlock];
-          for (int64_t c = 0; c < seen; ++c) s[c] += qd * kd[c];
-        }
-        for (int64_t e = 0; e < Dv; ++e) {  // ds holds dp = dout_i . v_j for now
-          const A ge = dout[e];
-          const A* ve = &v_t[e * kKeyBlock];
-          for (int64_t c = 0; c < seen; ++c) ds[c] += ge * ve[c];
-        }
+        row_times_tile(q.data(), k_t.data(), D, s.data());
+        row_times_tile(dout.data(), v_t.data(), Dv, ds.data());  // ds holds dp = dout_i . v_j for now
         for (int64_t c = 0; c < seen; ++c) {
           const A prob = std::exp(s[c] * scale - lse_i);
           s[c] = prob;
