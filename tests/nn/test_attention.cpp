@@ -100,8 +100,8 @@ TEST(Attention, FusedMatchesComposedThroughAutograd) {
 }
 
 // Between forward and backward the op keeps its output and one f32 per query row beyond its
-// inputs: at T = 256 that is 1/4 of one [T, T] score matrix per head, where the composed op
-// keeps two such matrices.
+// inputs: at T = 256, D = 16 that is 1/15 of the [T, T] probabilities per head the composed op
+// keeps.
 TEST(Attention, KeepsLinearMemoryForBackward) {
   const int64_t B = 2, H = 2, T = 256, D = 16;
   Generator gen(30);
