@@ -20,6 +20,9 @@ using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // D = 64) stay in L1 / L2 while every query row of a block streams past them.
 constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 64;
+// Query rows whose contributions to dk and dv the backward adds in one pass (four are written out
+// by hand there).
+constexpr int64_t kRowGroup = 4;
 
 // The checked sizes of one call: `batch` rows of [T, D] matrices (the leading dims flattened).
 struct Problem {
@@ -108,15 +111,29 @@ void row_times_tile(const A* x, const A* tile_t, int64_t depth, A* out) {
   std::copy_n(acc, kKeyBlock, out);
 }
 
+// out[e] += sum_c x[c] * tile_t[e * kKeyBlock + c] for e < rows: a row times a tile whose columns
+// are keys (x is zero past the tile's keys). Summing into a scalar per e, rather than adding x[c]
+// times a key's row into out for each c, keeps out out of a load-store chain through memory.
+template <typename A>
+void add_row_times_tile_t(const A* x, const A* tile_t, int64_t rows, A* out) {
+  for (int64_t e = 0; e < rows; ++e) {
+    const A* row = tile_t + e * kKeyBlock;
+    A sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < kKeyBlock; ++c) sum += x[c] * row[c];
+    out[e] += sum;
+  }
+}
+
 // ---- forward ----
 
 // One task: rows i0 .. i0 + rows - 1 of batch row n, against every key they may see.
 template <typename T>
 struct ForwardTile {
   using A = acc_type<T>;
-  std::vector<A> q, k_t, v, acc, m, l, s;
+  std::vector<A> q, k_t, v_t, acc, m, l, s;
   explicit ForwardTile(const Problem& p)
-      : q(kQueryBlock * p.D), k_t(p.D * kKeyBlock), v(kKeyBlock * p.Dv), acc(kQueryBlock * p.Dv), m(kQueryBlock),
+      : q(kQueryBlock * p.D), k_t(p.D * kKeyBlock), v_t(p.Dv * kKeyBlock), acc(kQueryBlock * p.Dv), m(kQueryBlock),
         l(kQueryBlock), s(kKeyBlock) {}
 
   void run(const Problem& p, int64_t n, int64_t i0, A scale, const T* pq, const Strided& lq, const T* pk,
@@ -130,11 +147,11 @@ struct ForwardTile {
     const int64_t key_end = std::max<int64_t>(0, p.visible(i0 + rows - 1));  // the block's last row sees most
     for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, key_end - j0);
-      // k transposed so the score loop below runs unit-stride over keys; zeros past the last key.
-      for (int64_t c = 0; c < kKeyBlock; ++c)
+      // k and v transposed so the loops below run unit-stride over keys; zeros past the last key.
+      for (int64_t c = 0; c < kKeyBlock; ++c) {
         for (int64_t d = 0; d < D; ++d) k_t[d * kKeyBlock + c] = c < cols ? static_cast<A>(pk[lk.at(n, j0 + c, d)]) : A(0);
-      for (int64_t c = 0; c < cols; ++c)
-        for (int64_t e = 0; e < Dv; ++e) v[c * Dv + e] = static_cast<A>(pv[lv.at(n, j0 + c, e)]);
+        for (int64_t e = 0; e < Dv; ++e) v_t[e * kKeyBlock + c] = c < cols ? static_cast<A>(pv[lv.at(n, j0 + c, e)]) : A(0);
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t seen = std::min(cols, p.visible(i0 + r) - j0);
         if (seen <= 0) continue;
@@ -144,12 +161,11 @@ struct ForwardTile {
         A* o = &acc[r * Dv];
         A sum = l[r] * rescale;
         for (int64_t e = 0; e < Dv; ++e) o[e] *= rescale;
-        for (int64_t c = 0; c < seen; ++c) {
-          const A pc = std::exp(s[c] - m_new);
-          sum += pc;
-          const A* vc = &v[c * Dv];
-          for (int64_t e = 0; e < Dv; ++e) o[e] += pc * vc[e];
+        for (int64_t c = 0; c < kKeyBlock; ++c) {  // s becomes the weights, zero past the row's keys
+          s[c] = c < seen ? std::exp(s[c] - m_new) : A(0);
+          sum += s[c];
         }
+        add_row_times_tile_t(s.data(), v_t.data(), Dv, o);
         l[r] = sum;
         m[r] = m_new;
       }
@@ -172,14 +188,16 @@ struct ForwardTile {
 // ---- backward ----
 
 // One task: every gradient of batch row n, walking key blocks (dk, dv finished per block) and,
-// inside each, the query rows that see them (dq accumulated across blocks).
+// inside each, the query rows that see them, kRowGroup at a time (dq accumulated across blocks).
+// s and ds hold the group's probabilities and score gradients, q and dout its rows.
 template <typename T>
 struct BackwardTile {
   using A = acc_type<T>;
-  std::vector<A> k, k_t, v_t, dk, dv, dq, delta, q, dout, s, ds;
+  std::vector<A> k_t, v_t, dk, dv, dq, delta, q, dout, s, ds;
   explicit BackwardTile(const Problem& p)
-      : k(kKeyBlock * p.D), k_t(p.D * kKeyBlock), v_t(p.Dv * kKeyBlock), dk(kKeyBlock * p.D), dv(kKeyBlock * p.Dv),
-        dq(p.Tq * p.D), delta(p.Tq), q(p.D), dout(p.Dv), s(kKeyBlock), ds(kKeyBlock) {}
+      : k_t(p.D * kKeyBlock), v_t(p.Dv * kKeyBlock), dk(kKeyBlock * p.D), dv(kKeyBlock * p.Dv),
+        dq(p.Tq * p.D), delta(p.Tq), q(kRowGroup * p.D), dout(kRowGroup * p.Dv), s(kRowGroup * kKeyBlock),
+        ds(kRowGroup * kKeyBlock) {}
 
   void run(const Problem& p, int64_t n, A scale, const T* pg, const Strided& lg, const T* pq, const Strided& lq,
            const T* pk, const Strided& lk, const T* pv, const Strided& lv, const T* out, const A* lse, T* gq, T* gk,
@@ -196,34 +214,48 @@ struct BackwardTile {
       const int64_t cols = std::min(kKeyBlock, p.Tk - j0);
       for (int64_t c = 0; c < kKeyBlock; ++c) {  // zeros past the last key
         for (int64_t d = 0; d < D; ++d)
-          k_t[d * kKeyBlock + c] = k[c * D + d] = c < cols ? static_cast<A>(pk[lk.at(n, j0 + c, d)]) : A(0);
+          k_t[d * kKeyBlock + c] = c < cols ? static_cast<A>(pk[lk.at(n, j0 + c, d)]) : A(0);
         for (int64_t e = 0; e < Dv; ++e)
           v_t[e * kKeyBlock + c] = c < cols ? static_cast<A>(pv[lv.at(n, j0 + c, e)]) : A(0);
       }
       std::fill(dk.begin(), dk.end(), A(0));
       std::fill(dv.begin(), dv.end(), A(0));
       const int64_t first = p.causal ? std::max<int64_t>(0, j0 - p.offset) : 0;  // earlier rows see none of it
-      for (int64_t i = first; i < p.Tq; ++i) {
-        const int64_t seen = std::min(cols, p.visible(i) - j0);
-        const A lse_i = lse[n * p.Tq + i], delta_i = delta[i];
-        for (int64_t d = 0; d < D; ++d) q[d] = static_cast<A>(pq[lq.at(n, i, d)]);
-        for (int64_t e = 0; e < Dv; ++e) dout[e] = static_cast<A>(pg[lg.at(n, i, e)]);
-        row_times_tile(q.data(), k_t.data(), D, s.data());
-        row_times_tile(dout.data(), v_t.data(), Dv, ds.data());  // ds holds dp = dout_i . v_j for now
-        for (int64_t c = 0; c < seen; ++c) {
-          const A prob = std::exp(s[c] * scale - lse_i);
-          s[c] = prob;
-          ds[c] = prob * (ds[c] - delta_i);
+      for (int64_t i = first; i < p.Tq; i += kRowGroup) {
+        int64_t widest = 0;  // keys seen by the group's last row, the one that sees most
+        for (int64_t r = 0; r < kRowGroup; ++r) {
+          A *q_r = &q[r * D], *dout_r = &dout[r * Dv], *p_r = &s[r * kKeyBlock], *ds_r = &ds[r * kKeyBlock];
+          // Past Tq, and past each row's last key, rows are zeros: they add nothing below.
+          const int64_t seen = i + r < p.Tq ? std::min(cols, p.visible(i + r) - j0) : 0;
+          std::fill_n(q_r, D, A(0));
+          std::fill_n(dout_r, Dv, A(0));
+          std::fill_n(p_r, kKeyBlock, A(0));
+          std::fill_n(ds_r, kKeyBlock, A(0));
+          if (seen <= 0) continue;
+          widest = seen;
+          for (int64_t d = 0; d < D; ++d) q_r[d] = static_cast<A>(pq[lq.at(n, i + r, d)]);
+          for (int64_t e = 0; e < Dv; ++e) dout_r[e] = static_cast<A>(pg[lg.at(n, i + r, e)]);
+          A scores[kKeyBlock], dp[kKeyBlock];
+          row_times_tile(q_r, k_t.data(), D, scores);
+          row_times_tile(dout_r, v_t.data(), Dv, dp);
+          const A lse_i = lse[n * p.Tq + i + r], delta_i = delta[i + r];
+          for (int64_t c = 0; c < seen; ++c) {
+            p_r[c] = std::exp(scores[c] * scale - lse_i);
+            ds_r[c] = p_r[c] * (dp[c] - delta_i);
+          }
+          add_row_times_tile_t(ds_r, k_t.data(), D, &dq[(i + r) * D]);
         }
-        A* dq_i = &dq[i * D];
-        for (int64_t c = 0; c < seen; ++c) {
-          const A pc = s[c], dsc = ds[c];
+        // dk and dv take the whole group at once: each of their rows is loaded and stored once
+        // per kRowGroup query rows rather than once per row.
+        for (int64_t c = 0; c < widest; ++c) {
+          const A p0 = s[c], p1 = s[kKeyBlock + c], p2 = s[2 * kKeyBlock + c], p3 = s[3 * kKeyBlock + c];
+          const A s0 = ds[c], s1 = ds[kKeyBlock + c], s2 = ds[2 * kKeyBlock + c], s3 = ds[3 * kKeyBlock + c];
           A* dv_c = &dv[c * Dv];
           A* dk_c = &dk[c * D];
-          const A* k_c = &k[c * D];
-          for (int64_t e = 0; e < Dv; ++e) dv_c[e] += pc * dout[e];
-          for (int64_t d = 0; d < D; ++d) dk_c[d] += dsc * q[d];
-          for (int64_t d = 0; d < D; ++d) dq_i[d] += dsc * k_c[d];
+          for (int64_t e = 0; e < Dv; ++e)
+            dv_c[e] += p0 * dout[e] + p1 * dout[Dv + e] + p2 * dout[2 * Dv + e] + p3 * dout[3 * Dv + e];
+          for (int64_t d = 0; d < D; ++d)
+            dk_c[d] += s0 * q[d] + s1 * q[D + d] + s2 * q[2 * D + d] + s3 * q[3 * D + d];
         }
       }
       for (int64_t c = 0; c < cols; ++c) {
