@@ -177,7 +177,7 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
   EXPECT_TRUE(contains(message_of<ValueError>([] { parse_precision("int3"); }), "bf16-pure"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { parse_optimizer("lion"); }), "momentum"));
   // Sizes whose activations would not fit in 64 bits are implausible, not a number.
-  GptConfig huge{.layers = 1, .hidden = 64, .heads = 4, .vocab = 10, .context = int64_t{1} << 30};
+  GptConfig huge{.layers = 1, .hidden = 64, .heads = 4, .vocab = 10, .context = int64_t{1} << 40};
   EXPECT_TRUE(contains(message_of<ValueError>([&] {
     make_plan(ModelDescription::gpt(huge), {.batch = 1 << 20, .precision = Precision::fp32,
                                             .optimizer = OptimizerKind::adam, .zero = 0, .world = 1,

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "gradcheck.h"
+#include "weft/autograd/autocast_mode.h"
+#include "weft/core/allocator.h"
 #include "weft/nn/transformer.h"
 #include "weft/ops/attention.h"
 
@@ -66,10 +68,84 @@ TEST(Attention, Gradcheck) {
     expect_gradcheck([causal](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], causal); }, {q, k, v});
 }
 
+// Odd D, Dv != D, Tq < Tk, and 70 rows: across the kernel's 64-row blocks.
+TEST(Attention, GradcheckAcrossBlocksAndShapes) {
+  Tensor q = randn64({1, 1, 70, 3}, 10), k = randn64({1, 1, 70, 3}, 11), v = randn64({1, 1, 70, 2}, 12);
+  expect_gradcheck([](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], true); }, {q, k, v});
+  Tensor q2 = randn64({2, 1, 3, 5}, 13), k2 = randn64({2, 1, 6, 5}, 14), v2 = randn64({2, 1, 6, 4}, 15);
+  for (bool causal : {false, true})
+    expect_gradcheck([causal](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], causal, 0.7); },
+                     {q2, k2, v2});
+}
+
+// The fused op and the composed one agree through autograd in f32, outputs and gradients.
+TEST(Attention, FusedMatchesComposedThroughAutograd) {
+  Generator gen(20);
+  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{67, 67}, {30, 100}})
+    for (bool causal : {false, true}) {
+      Tensor w = Tensor::randn({2, 3, Tq, 16}, gen);
+      std::vector<std::vector<double>> results[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        Generator same(21);
+        Tensor q = Tensor::randn({2, 3, Tq, 16}, same).requires_grad_(), k = Tensor::randn({2, 3, Tk, 16}, same).requires_grad_(),
+               v = Tensor::randn({2, 3, Tk, 16}, same).requires_grad_();
+        Tensor out = fused ? scaled_dot_product_attention(q, k, v, causal)
+                           : scaled_dot_product_attention_composed(q, k, v, causal);
+        out.backward(w);
+        results[fused] = {out.to_vector<double>(), q.grad().to_vector<double>(), k.grad().to_vector<double>(),
+                          v.grad().to_vector<double>()};
+      }
+      for (int i = 0; i < 4; ++i) expect_near(results[1][i], results[0][i], 1e-4);
+    }
+}
+
+// Between forward and backward the op keeps its output and one f32 per query row beyond its
+// inputs: at T = 256, D = 16 that is 1/15 of the [T, T] probabilities per head the composed op
+// keeps.
+TEST(Attention, KeepsLinearMemoryForBackward) {
+  const int64_t B = 2, H = 2, T = 256, D = 16;
+  Generator gen(30);
+  Tensor q = Tensor::randn({B, H, T, D}, gen).requires_grad_(), k = Tensor::randn({B, H, T, D}, gen).requires_grad_(),
+         v = Tensor::randn({B, H, T, D}, gen).requires_grad_();
+  CachingAllocator& allocator = CachingAllocator::cpu();
+  const int64_t before = allocator.stats().allocated_bytes;
+  allocator.reset_peak_stats();
+  Tensor out = scaled_dot_product_attention(q, k, v, true);
+  const int64_t kept = allocator.stats().allocated_bytes - before;
+  const int64_t peak = allocator.stats().peak_allocated_bytes - before;
+  const int64_t out_bytes = B * H * T * D * 4, lse_bytes = B * H * T * 4;
+  EXPECT_GE(kept, out_bytes + lse_bytes);
+  EXPECT_LE(kept, out_bytes + lse_bytes + 1024);  // the allocator rounds each block to 512 bytes
+  EXPECT_LE(peak, kept);  // no transient [T, T] buffer either
+  out.backward(Tensor::ones(out.shape()));
+  EXPECT_EQ(q.grad().shape(), q.shape());
+}
+
+// Under bf16 autocast, f32 q / k / v are cast on entry and the output is bf16; the gradients
+// reach the f32 leaves in f32.
+TEST(Attention, AutocastRunsInTheLowTypeAndReturnsIt) {
+  Generator gen(40);
+  Tensor q = Tensor::randn({1, 2, 70, 8}, gen).requires_grad_(), k = Tensor::randn({1, 2, 70, 8}, gen).requires_grad_(),
+         v = Tensor::randn({1, 2, 70, 8}, gen).requires_grad_();
+  Tensor out;
+  {
+    AutocastGuard guard(DType::bf16);
+    out = scaled_dot_product_attention(q, k, v, true);
+  }
+  EXPECT_EQ(out.dtype(), DType::bf16);
+  expect_near(out.to_vector<double>(), reference_attention(q.to(DType::bf16), k.to(DType::bf16), v.to(DType::bf16), true, 0),
+              2e-2);
+  out.backward(Tensor::ones(out.shape(), DType::bf16));
+  EXPECT_EQ(q.grad().dtype(), DType::f32);
+  EXPECT_EQ(v.grad().dtype(), DType::f32);
+}
+
 TEST(Attention, RejectsMismatchedShapes) {
   Tensor q = randn64({1, 1, 3, 4}), k = randn64({1, 1, 3, 5}), v = randn64({1, 1, 2, 4});
   EXPECT_THROW(scaled_dot_product_attention(q, k, q, false), ShapeError);
   EXPECT_THROW(scaled_dot_product_attention(q, q, v, false), ShapeError);
+  // The fused op needs one set of leading dims (the composed one broadcasts them, as matmul does).
+  EXPECT_THROW(scaled_dot_product_attention(q, randn64({2, 1, 3, 4}), randn64({2, 1, 3, 4}), false), ShapeError);
 }
 
 TEST(Attention, MultiheadAttentionMatchesPerHeadReference) {

@@ -172,8 +172,6 @@ Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& 
                                const std::string& name) {
   const int64_t rows = product({s.batch, s.seq}), D = s.hidden, e = format.element;
   const int64_t act = product({rows, D, e});                           // one [B, T, D] activation
-  const int64_t scores = product({s.batch, s.heads, s.seq, s.seq, e});  // one [B, H, T, T] attention matrix
-  const int64_t mask = product({s.seq, s.seq});
   Value ln_1 = layer_norm(tape, name + ".ln_1", x, rows, D);
   Value qkv = keeps_input(tape, name + ".attn.c_attn", ln_1, Grad::fresh, product({3, act}), 3 * D * D + 3 * D);
   // split() is three narrow views; a narrow's backward scatters its gradient into a zero-filled
@@ -186,25 +184,13 @@ Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& 
     Value shaped = view(tape, str(name, ".attn.", piece_names[i], ".view"), pieces[i], act, Grad::fresh);
     heads[i] = view(tape, str(name, ".attn.", piece_names[i], ".transpose"), shaped, act, Grad::forwarded);
   }
-  Value q_scaled = tape.record({.name = name + ".attn.q*scale", .inputs = {heads[0]}, .grads = {Grad::fresh},
-                                .output_bytes = act});
-  Value k_t = view(tape, name + ".attn.k^T", heads[1], act, Grad::forwarded);
-  Value raw = tape.record({.name = name + ".attn.q@k^T", .inputs = {q_scaled, k_t}, .grads = {Grad::fresh, Grad::fresh},
-                           .output_bytes = scores, .saved = {q_scaled, k_t}});
-  // The 0/-inf mask is built as f64 and converted; the backward reduces the gradient to its shape
-  // although it needs none.
-  Value masked = tape.record({.name = name + ".attn.causal_mask", .inputs = {raw}, .grads = {Grad::forwarded},
-                              .output_bytes = scores, .forward_scratch_bytes = product({mask, e + 8}),
-                              .backward_scratch_bytes = product({mask, e})});
-  Value probs = tape.record({.name = name + ".attn.softmax", .inputs = {masked}, .grads = {Grad::fresh},
-                             .output_bytes = product({s.batch, s.heads, s.seq, s.seq, format.fp32_ops}),
-                             .saves_output = true});
-  // The masked scores stay alive until scaled_dot_product_attention returns (a local variable
-  // holds them), hence their place among this op's inputs. The incoming gradient is a transposed
-  // view, which the backward copies to contiguous first.
-  Value attended = tape.record({.name = name + ".attn.probs@v", .inputs = {probs, heads[2], masked},
-                                .grads = {Grad::fresh, Grad::fresh, Grad::none}, .output_bytes = act,
-                                .saved = {probs, heads[2]}, .backward_scratch_bytes = act});
+  // The fused attention reads the head views in place and keeps them (so qkv stays alive), its
+  // output and one f32 log-sum-exp per query row; no [T, T] tensor exists. Its backward reads the
+  // incoming (transposed) gradient in place and makes fresh dq, dk, dv.
+  Value attended = tape.record({.name = name + ".attn.sdpa", .inputs = {heads[0], heads[1], heads[2]},
+                                .grads = {Grad::fresh, Grad::fresh, Grad::fresh}, .output_bytes = act,
+                                .saved = {heads[0], heads[1], heads[2]}, .saves_output = true,
+                                .saved_extra_bytes = product({s.batch, s.heads, s.seq, 4})});
   Value merged = view(tape, name + ".attn.transpose", attended, act, Grad::forwarded);
   merged = tape.record({.name = name + ".attn.contiguous", .inputs = {merged}, .grads = {Grad::forwarded},
                         .output_bytes = act});

@@ -4,26 +4,60 @@
 #include <cmath>
 #include <limits>
 
+#include "weft/autograd/node.h"
+#include "weft/kernels/cpu/attention.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/autocast.h"
 #include "weft/ops/linear.h"
 
 namespace weft {
 
-// The plain ("math") attention, composed of differentiable ops so autograd comes with it. The
-// causal mask is a [Tq, Tk] bias of 0 / -inf added to the scores (broadcast over the batch dims),
-// so masked keys get exactly zero weight. A query row with every key masked (Tq > Tk) is NaN, as
-// in PyTorch.
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
-  WEFT_CHECK(q.defined() && k.defined() && v.defined(), ValueError, "scaled_dot_product_attention: undefined input");
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+void check_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  WEFT_CHECK(q.defined() && k.defined() && v.defined(), ValueError, op, ": undefined input");
   WEFT_CHECK(q.dim() >= 2 && q.dim() == k.dim() && q.dim() == v.dim() && q.size(-1) == k.size(-1) &&
                  k.size(-2) == v.size(-2),
-             ShapeError, "scaled_dot_product_attention: expected q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], got q ",
+             ShapeError, op, ": expected q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], got q ",
              shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
+}
+
+double resolved_scale(const Tensor& q, double scale) {
+  return scale != 0 ? scale : 1 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+}  // namespace
+
+// The backward saves q, k, v (views of what the caller already holds, such as the qkv projection),
+// the output and lse: nothing of size Tq x Tk.
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
+                                    double scale) {
+  const char* op = "scaled_dot_product_attention";
+  const Tensor q = autocast(op, q_in), k = autocast(op, k_in), v = autocast(op, v_in);
+  check_shapes(q, k, v, op);
+  scale = resolved_scale(q, scale);
+  cpu::AttentionForward f = cpu::attention_forward(q, k, v, causal, scale);
+  record(op, {q, k, v}, {f.out},
+         [q = q.detach(), k = k.detach(), v = v.detach(), out = f.out.detach(), lse = f.lse, causal,
+          scale](const Grads& g) {
+           cpu::AttentionGrads d = cpu::attention_backward(g[0], q, k, v, out, lse, causal, scale);
+           return Grads{d.dq, d.dk, d.dv};
+         });
+  return f.out;
+}
+
+// The causal mask is a [Tq, Tk] bias of 0 / -inf added to the scores (broadcast over the batch
+// dims), so masked keys get exactly zero weight.
+Tensor scaled_dot_product_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                             double scale) {
+  check_shapes(q, k, v, "scaled_dot_product_attention_composed");
   const int64_t Tq = q.size(-2), Tk = k.size(-2);
-  if (scale == 0) scale = 1 / std::sqrt(static_cast<double>(q.size(-1)));
   // Scaling q rather than the scores touches Tq * D elements instead of Tq * Tk.
-  Tensor scores = matmul(mul(q, scale), k.transpose(-2, -1));
+  Tensor scores = matmul(mul(q, resolved_scale(q, scale)), k.transpose(-2, -1));
   if (causal) {
     std::vector<double> bias(static_cast<size_t>(Tq * Tk), 0.0);
     for (int64_t i = 0; i < Tq; ++i)

@@ -11,6 +11,7 @@ enum class Policy { lower, f32 };
 // The one table of the autocast policy (mirrored in docs/mixed-precision.md).
 constexpr std::pair<std::string_view, Policy> kPolicy[] = {
     {"matmul", Policy::lower},      {"linear", Policy::lower},       {"conv2d", Policy::lower},
+    {"scaled_dot_product_attention", Policy::lower},
     {"softmax", Policy::f32},       {"log_softmax", Policy::f32},    {"exp", Policy::f32},
     {"log", Policy::f32},           {"pow", Policy::f32},            {"sqrt", Policy::f32},
     {"layer_norm", Policy::f32},    {"batch_norm", Policy::f32},     {"cross_entropy", Policy::f32},

@@ -2,8 +2,9 @@
 // f16), each op casts its floating inputs on entry as one table says (kPolicy in autocast.cpp;
 // docs/mixed-precision.md lists it):
 //
-//   lower  matmul, linear, conv2d (and so attention's two products): f32 inputs become the low
-//          type, so the GEMMs run on oneDNN's AVX512-BF16 / AMX kernels; results stay low.
+//   lower  matmul, linear, conv2d, scaled_dot_product_attention: f32 inputs become the low type,
+//          so the GEMMs run on oneDNN's AVX512-BF16 / AMX kernels; results stay low (attention's
+//          fused kernel computes its scores and softmax in f32 and rounds its output once).
 //   f32    softmax, log_softmax, exp, log, pow, sqrt, layer_norm, batch_norm, cross_entropy,
 //          mse_loss, sum (and so mean): 16-bit inputs become f32, because these need f32's range
 //          (exp, log, pow) or add up many terms (norms, losses, reductions).
