@@ -1,3 +1,4 @@
+#include "weft/kernels/cpu/dispatch.h"
 #include "weft/kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -12,9 +13,6 @@
 namespace weft::cpu {
 
 namespace {
-
-template <typename T>
-using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // Rows of queries and of keys handled per tile. 64 x 64 f32 tiles of k^T and v (16 KiB each at
 // D = 64) stay in L1 / L2 while every query row of a block streams past them.
@@ -84,17 +82,6 @@ Strided strided(const Tensor& t) {
     s.base[n] = offset;
   }
   return s;
-}
-
-template <typename Fn>
-void visit_floating(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f64: return fn(double{});
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    default: throw DTypeError(str(op, ": expected a floating-point tensor, got ", dtype_name(t)));
-  }
 }
 
 // out[c] = sum_d x[d] * tile_t[d * kKeyBlock + c] for all kKeyBlock columns of a transposed tile

@@ -1,3 +1,4 @@
+#include "weft/kernels/cpu/dispatch.h"
 #include "weft/kernels/cpu/elementwise.h"
 
 #include <cmath>
@@ -157,17 +158,6 @@ void binary_loop(Tensor& out, const Tensor& a, const Tensor& b, Op op) {
   });
 }
 
-template <typename Fn>
-void visit_floating(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f64: return fn(double{});
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    default: throw DTypeError(str("expected a floating dtype, got ", dtype_name(t)));
-  }
-}
-
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   check_floating(a, op);
   check_floating(b, op);
@@ -192,7 +182,7 @@ const char* binary_name(Binary op) {
 Tensor unary(Unary op, const Tensor& x) {
   check_floating(x, unary_name(op));
   Tensor out = Tensor::empty_like(x, x.dtype());
-  visit_floating(x.dtype(), [&](auto tag) {
+  visit_floating(x.dtype(), "elementwise", [&](auto tag) {
     with_unary(op, [&](auto fn) { unary_loop<decltype(tag)>(out, x, fn); });
   });
   return out;
@@ -203,7 +193,7 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), binary_name(op));
   bool same_layout = a.shape() == shape && b.shape() == shape && a.strides() == b.strides();
   Tensor out = same_layout ? Tensor::empty_like(a, a.dtype()) : Tensor::empty(shape, a.dtype());
-  visit_floating(a.dtype(), [&](auto tag) {
+  visit_floating(a.dtype(), "elementwise", [&](auto tag) {
     with_binary(op, [&](auto fn) { binary_loop<decltype(tag)>(out, a, b, fn); });
   });
   return out;
@@ -219,7 +209,7 @@ void binary_(Binary op, Tensor& a, const Tensor& b) {
   WEFT_CHECK(broadcast_shapes(a.shape(), b.shape(), binary_name(op)) == a.shape(), ShapeError,
              binary_name(op), "_: in-place result must keep shape ", shape_str(a.shape()),
              ", but broadcasting with ", shape_str(b.shape()), " changes it");
-  visit_floating(a.dtype(), [&](auto tag) {
+  visit_floating(a.dtype(), "elementwise", [&](auto tag) {
     with_binary(op, [&](auto fn) { binary_loop<decltype(tag)>(a, a, b, fn); });
   });
 }
@@ -228,7 +218,7 @@ void axpy_(Tensor& a, double alpha, const Tensor& b) {
   check_same_dtype(a, b, "axpy_");
   WEFT_CHECK(a.shape() == b.shape(), ShapeError, "axpy_: shapes differ: ", shape_str(a.shape()),
              " vs ", shape_str(b.shape()));
-  visit_floating(a.dtype(), [&](auto tag) {
+  visit_floating(a.dtype(), "elementwise", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_type<T>;
     C k = static_cast<C>(alpha);

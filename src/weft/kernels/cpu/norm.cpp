@@ -1,3 +1,4 @@
+#include "weft/kernels/cpu/dispatch.h"
 #include "weft/kernels/cpu/norm.h"
 
 #include <cmath>
@@ -12,21 +13,7 @@ namespace weft::cpu {
 
 namespace {
 
-template <typename T>
-using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
-
-template <typename Fn>
-void visit_floating(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f64: return fn(double{});
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    default: throw DTypeError(str(op, ": expected a floating-point tensor, got ", dtype_name(t)));
-  }
-}
 
 // weight / bias: undefined, or `size` elements of x's dtype (returned contiguous).
 Tensor check_affine(const Tensor& p, int64_t size, DType dtype, const char* op, const char* name) {

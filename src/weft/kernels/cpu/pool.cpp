@@ -1,3 +1,4 @@
+#include "weft/kernels/cpu/dispatch.h"
 #include "weft/kernels/cpu/pool.h"
 
 #include <algorithm>
@@ -133,21 +134,6 @@ Tensor onednn_backward(algorithm alg, const Geometry& g, const Tensor& grad_out,
   return grad_x;
 }
 
-// Accumulator of the adaptive loops: f64 keeps its precision for gradient checks, the rest use f32.
-template <typename T>
-using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename Fn>
-void visit_floating(const char* op, DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f64: return fn(double{});
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    default: throw DTypeError(str(op, ": expected a floating dtype, got ", dtype_name(t)));
-  }
-}
-
 int64_t bin_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
 int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
@@ -213,7 +199,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   const int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
   const int64_t OH = output_size[0], OW = output_size[1];
   Tensor out = Tensor::empty({x.size(0), x.size(1), OH, OW}, x.dtype());
-  visit_floating("adaptive_avg_pool2d", x.dtype(), [&](auto tag) {
+  visit_floating(x.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_type<T>;
     Tensor xc = x.contiguous_untracked();
@@ -242,7 +228,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape
   const int64_t planes = x_shape[0] * x_shape[1], H = x_shape[2], W = x_shape[3];
   const int64_t OH = grad_out.size(2), OW = grad_out.size(3);
   Tensor grad_x = Tensor::empty(x_shape, grad_out.dtype());
-  visit_floating("adaptive_avg_pool2d_backward", grad_out.dtype(), [&](auto tag) {
+  visit_floating(grad_out.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_type<T>;
     Tensor go = grad_out.contiguous_untracked();

@@ -1,3 +1,4 @@
+#include "weft/kernels/cpu/dispatch.h"
 #include "weft/kernels/cpu/reduce.h"
 
 #include <algorithm>
@@ -46,9 +47,6 @@ Tensor kept_then_reduced(const Tensor& x, const std::vector<int64_t>& dims) {
       }
   return x.as_strided(shape, strides, x.storage_offset());
 }
-
-template <typename T>
-using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // Long sums are blocked: kBlock elements at a time in the accumulator type (f32 vector lanes
 // for f32 and the 16-bit types), each block's sum folded into an f64 total. A single f32
@@ -125,17 +123,6 @@ bool leading_dims(const std::vector<int64_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] != static_cast<int64_t>(i)) return false;
   return true;
-}
-
-template <typename Fn>
-void visit_floating(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f64: return fn(double{});
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    default: throw DTypeError(str(op, ": expected a floating dtype, got ", dtype_name(t)));
-  }
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include "weft/kernels/cpu/dispatch.h"
 #include "weft/kernels/cpu/softmax.h"
 
 #include <algorithm>
@@ -12,20 +13,6 @@
 namespace weft::cpu {
 
 namespace {
-
-template <typename T>
-using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename Fn>
-void visit_floating(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f64: return fn(double{});
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    default: throw DTypeError(str(op, ": expected a floating-point tensor, got ", dtype_name(t)));
-  }
-}
 
 // x read as [outer, n, inner] around the reduced dim.
 struct Lanes {
