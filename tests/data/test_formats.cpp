@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "temp_dir.h"
 #include "weft/data/cifar.h"
 #include "weft/data/dataset.h"
 #include "weft/data/idx.h"
@@ -21,22 +22,7 @@ namespace {
 
 using weft::testing::contains;
 using weft::testing::message_of;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "weft_data_XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using weft::testing::TempDir;
 
 using Bytes = std::string;
 

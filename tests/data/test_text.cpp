@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "temp_dir.h"
 #include "weft/data/dataloader.h"
 #include "weft/data/sampler.h"
 #include "weft/data/text.h"
@@ -20,22 +21,7 @@ namespace {
 
 using weft::testing::contains;
 using weft::testing::message_of;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "weft_text_XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using weft::testing::TempDir;
 
 void write_text(const std::string& path, const std::string& bytes) {
   io::write_file_atomic(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
