@@ -10,6 +10,7 @@
 #include "weft/core/allocator.h"
 #include "weft/core/random.h"
 #include "weft/memory/planner.h"
+#include "weft/nn/gpt.h"
 #include "weft/nn/layers.h"
 #include "weft/nn/models.h"
 #include "weft/ops/arith.h"
@@ -119,38 +120,13 @@ TEST(MeasuredPeakTest, TransformerBlockStackMatchesTheAllocator) { check_transfo
 
 TEST(MeasuredPeakTest, TransformerBlockStackBackwardPeakMatchesTheAllocator) { check_transformer_stack(true); }
 
-// A GPT-2 built from weft's pieces as the GPT family describes it: token + position embeddings,
-// pre-LN blocks, a final LayerNorm, the output projection tied to the token embedding.
-class TinyGpt : public nn::Module {
- public:
-  explicit TinyGpt(const GptConfig& c) : Module("TinyGpt"), config(c) {
-    wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab, c.hidden));
-    wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.context, c.hidden));
-    for (int64_t i = 0; i < c.layers; ++i)
-      blocks.push_back(register_module(str("h", i), std::make_shared<nn::TransformerBlock>(c.hidden, c.heads)));
-    ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.hidden));
-  }
-  // tokens [B, T] -> logits [B, T, vocab]
-  Tensor forward(const Tensor& tokens) override {
-    std::vector<int64_t> positions(static_cast<size_t>(config.context));
-    for (int64_t t = 0; t < config.context; ++t) positions[t] = t;
-    Tensor x = add((*wte)(tokens), (*wpe)(Tensor::from_vector(positions, {config.context})));
-    for (auto& block : blocks) x = (*block)(x);
-    return linear((*ln_f)(x), wte->weight, Tensor());
-  }
-
-  const GptConfig config;
-  std::shared_ptr<nn::Embedding> wte, wpe;
-  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks;
-  std::shared_ptr<nn::LayerNorm> ln_f;
-};
-
-TEST(MeasuredPeakTest, GptFamilyMatchesATinyGptOfWeftLayers) {
+TEST(MeasuredPeakTest, GptFamilyMatchesTheGptModel) {
   manual_seed(0);
   const GptConfig config{.layers = 2, .hidden = 64, .heads = 4, .vocab = 512, .context = 64};
   const int64_t batch = 4;
   const int64_t baseline = allocated_now();
-  TinyGpt model(config);
+  nn::GPT model({.layers = config.layers, .heads = config.heads, .dim = config.hidden, .context = config.context,
+                 .vocab = config.vocab});
   ASSERT_EQ(model.num_parameters(), config.num_parameters());
   std::vector<int64_t> ids(static_cast<size_t>(batch * config.context));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7919) % config.vocab);

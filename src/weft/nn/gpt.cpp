@@ -1,0 +1,59 @@
+#include "weft/nn/gpt.h"
+
+#include <cmath>
+
+#include "weft/nn/init.h"
+#include "weft/nn/transformer.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/linear.h"
+
+namespace weft::nn {
+
+void GPTConfig::check() const {
+  WEFT_CHECK(layers > 0, ValueError, "GPT: --layers must be positive, got ", layers);
+  WEFT_CHECK(heads > 0, ValueError, "GPT: --heads must be positive, got ", heads);
+  WEFT_CHECK(dim > 0 && dim % heads == 0, ValueError, "GPT: --dim ", dim, " must be a positive multiple of --heads ",
+             heads);
+  WEFT_CHECK(context > 0, ValueError, "GPT: --context must be positive, got ", context);
+  WEFT_CHECK(vocab > 0, ValueError, "GPT: --vocab must be positive, got ", vocab);
+  WEFT_CHECK(dropout >= 0 && dropout < 1, ValueError, "GPT: --dropout must be in [0, 1), got ", dropout);
+}
+
+GPT::GPT(const GPTConfig& c) : Module("GPT"), config((c.check(), c)) {
+  wte = register_module("wte", std::make_shared<Embedding>(c.vocab, c.dim));
+  wpe = register_module("wpe", std::make_shared<Embedding>(c.context, c.dim));
+  drop = register_module("drop", std::make_shared<Dropout>(c.dropout));
+  h = register_module("h", std::make_shared<Sequential>());
+  for (int64_t i = 0; i < c.layers; ++i)
+    h->push_back(std::make_shared<TransformerBlock>(c.dim, c.heads, /*mlp_ratio=*/4, c.dropout));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.dim));
+
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+  for (auto& [name, p] : named_parameters()) {
+    const bool is_bias = name.ends_with(".bias"), is_norm = name.find("ln_") != std::string::npos;
+    if (is_norm) continue;  // LayerNorm's ones and zeros
+    if (is_bias) init::zeros_(p);
+    else init::normal_(p, 0, name.ends_with("c_proj.weight") ? residual_std : 0.02);
+  }
+}
+
+Tensor GPT::forward(const Tensor& tokens) {
+  WEFT_CHECK(tokens.defined() && tokens.dim() == 2, ShapeError, "GPT: expected tokens [B, T], got ",
+             tokens.defined() ? shape_str(tokens.shape()) : "undefined");
+  const int64_t T = tokens.size(1);
+  WEFT_CHECK(T >= 1 && T <= config.context, ShapeError, "GPT: ", T, " tokens do not fit the context of ",
+             config.context);
+  Tensor positions = Tensor::arange(T, DType::i64);
+  Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
+  x = ln_f->forward(h->forward(x));
+  return linear(x, wte->weight, Tensor());
+}
+
+void GPT::set_checkpoint_activations(bool on) { h->set_checkpoint_segments(on ? config.layers : 0); }
+
+std::string GPT::extra_repr() const {
+  return str("layers=", config.layers, ", heads=", config.heads, ", dim=", config.dim, ", context=", config.context,
+             ", vocab=", config.vocab);
+}
+
+}  // namespace weft::nn

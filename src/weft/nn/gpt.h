@@ -1,0 +1,55 @@
+// GPT: the GPT-2 language model (Radford et al. 2019), as nanoGPT and Hugging Face build it.
+//
+//   tokens [B, T] -> dropout(wte(tokens) + wpe(0..T-1)) -> h.0 .. h.{L-1} (pre-LN TransformerBlocks)
+//                 -> ln_f -> x wte.weight^T -> logits [B, T, vocab]
+//
+// The output projection is tied to the token embedding: one [vocab, dim] parameter, listed once
+// by parameters() (as "wte.weight"), used twice. Parameter names are GPT-2's without Hugging
+// Face's "transformer." prefix: "wte.weight", "h.0.attn.c_attn.weight", "ln_f.bias"; Linear
+// weights are stored [out, in] (Hugging Face's Conv1D stores them transposed).
+//
+// Initialisation is GPT-2's: every Linear and Embedding weight ~ N(0, 0.02), biases zero,
+// LayerNorms one and zero, and the two projections that write into the residual stream
+// (attn.c_proj and mlp.c_proj) ~ N(0, 0.02 / sqrt(2 layers)), so the residual's variance does
+// not grow with depth.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "weft/nn/activation.h"
+#include "weft/nn/container.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/norm.h"
+
+namespace weft::nn {
+
+struct GPTConfig {
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t dim = 128;
+  int64_t context = 256;  // the longest sequence: wpe has this many rows
+  int64_t vocab = 256;
+  double dropout = 0;
+
+  // A size that is not positive, or heads not dividing dim → ValueError naming the flag.
+  void check() const;
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config);
+  // tokens: i64 [B, T] with 1 <= T <= context and every id below vocab (IndexError otherwise).
+  Tensor forward(const Tensor& tokens) override;
+  // Recompute each block's activations in backward instead of keeping them (all blocks but the
+  // last; see Sequential::set_checkpoint_segments).
+  void set_checkpoint_activations(bool on);
+  std::string extra_repr() const override;
+
+  const GPTConfig config;
+  std::shared_ptr<Embedding> wte, wpe;
+  std::shared_ptr<Dropout> drop;  // on the embeddings' sum, training only
+  std::shared_ptr<Sequential> h;  // the TransformerBlocks
+  std::shared_ptr<LayerNorm> ln_f;
+};
+
+}  // namespace weft::nn
