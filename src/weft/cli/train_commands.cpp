@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "weft/nn/models.h"
 #include "weft/quant/checkpoint.h"
 #include "weft/train/checkpoint.h"
+#include "weft/train/lm.h"
 #include "weft/train/trainer.h"
 
 namespace weft::cli {
@@ -113,48 +115,165 @@ void info(const std::string& path, bool json) {
                 format_bytes(static_cast<int64_t>(params * per_param)).c_str());
 }
 
+// The flags of `weft train`, for every model; which ones apply depends on --model.
+struct TrainFlags {
+  std::string model = "cnn";
+  double epochs = 0;       // 0: the model's default
+  int64_t batch_size = 0;  // 0: the model's default
+  double lr = 0;           // 0: the model's default
+  std::string optimizer = "adamw";
+  std::string schedule = "cosine";
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string out_dir, resume_dir;
+  int64_t log_every = 50;
+  std::string precision = "fp32";
+  int64_t grad_accum = 1;
+  bool checkpoint_activations = false, auto_batch = false, json = false;
+  std::string memory_limit;
+  train::ClassifierOptions classifier;  // the image-only flags land here directly
+  train::LMOptions lm;                  // and the GPT-only ones here
+};
+
+void train_gpt(const TrainFlags& f) {
+  train::LMOptions o = f.lm;
+  if (f.epochs > 0) o.epochs = f.epochs;
+  if (f.batch_size > 0) o.batch_size = f.batch_size;
+  if (f.lr > 0) o.lr = f.lr;
+  o.schedule = f.schedule;
+  o.seed = f.seed;
+  o.threads = f.threads;
+  o.out_dir = f.out_dir;
+  o.resume_dir = f.resume_dir;
+  o.log_every = f.log_every;
+  o.precision = f.precision;
+  o.grad_accum = f.grad_accum;
+  o.checkpoint_activations = f.checkpoint_activations;
+  o.auto_batch = f.auto_batch;
+  if (!f.memory_limit.empty()) o.memory_limit = parse_bytes(f.memory_limit);
+  train::LMResult r = train::train_language_model(o, std::cout, monitor::stdout_is_terminal());
+  std::cout << "validation loss " << r.val_loss << " nats/token";
+  if (!std::isnan(r.val_bits_per_byte))
+    std::cout << ", " << r.val_bits_per_byte << " bits/byte (unigram baseline " << r.unigram_bits_per_byte << ")";
+  std::cout << "\ntrained " << r.steps << " steps, " << r.tokens << " tokens this run: " << static_cast<int64_t>(r.train_tokens_per_s)
+            << " tokens/s; wall time " << r.wall_s << " s\n"
+            << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
+            << format_bytes(r.peak_rss_bytes) << "\n";
+  if (o.precision == "fp16")
+    std::cout << "fp16: " << r.skipped_steps << " steps skipped for inf/NaN gradients, final loss scale " << r.loss_scale
+              << "\n";
+  if (!o.out_dir.empty())
+    std::cout << "checkpoint: " << o.out_dir << " (sample with weft generate --checkpoint " << o.out_dir
+              << ", resume with --resume " << o.out_dir << ")\n";
+  if (f.json) {
+    nlohmann::json out = {{"model", "gpt"}, {"layers", r.model.layers}, {"heads", r.model.heads}, {"dim", r.model.dim},
+                          {"context", r.model.context}, {"vocab", r.model.vocab}, {"tokenizer", r.tokenizer},
+                          {"params", r.params}, {"steps", r.steps}, {"tokens", r.tokens}, {"train_loss", r.train_loss},
+                          {"val_loss", r.val_loss}, {"val_bits_per_byte", r.val_bits_per_byte},
+                          {"unigram_bits_per_byte", r.unigram_bits_per_byte},
+                          {"train_tokens_per_s", r.train_tokens_per_s}, {"wall_s", r.wall_s},
+                          {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_rss_bytes", r.peak_rss_bytes},
+                          {"batch_size", o.batch_size}, {"precision", o.precision}, {"grad_accum", o.grad_accum},
+                          {"micro_batch", r.micro_batch}, {"checkpoint_activations", o.checkpoint_activations},
+                          {"hit_time_limit", r.hit_time_limit}, {"skipped_steps", r.skipped_steps},
+                          {"out", o.out_dir}};
+    if (o.precision == "fp16") out["loss_scale"] = r.loss_scale;
+    std::cout << out.dump() << "\n";
+  }
+}
+
+void train_image_classifier(const TrainFlags& f) {
+  train::ClassifierOptions o = f.classifier;
+  o.model = f.model;
+  if (f.epochs > 0) {
+    WEFT_CHECK(f.epochs == std::floor(f.epochs), ValueError, "--epochs must be a whole number for ", f.model, ", got ",
+               f.epochs);
+    o.epochs = static_cast<int64_t>(f.epochs);
+  }
+  if (f.batch_size > 0) o.batch_size = f.batch_size;
+  o.lr = f.lr;
+  o.optimizer = f.optimizer;
+  o.schedule = f.schedule;
+  o.seed = f.seed;
+  o.threads = f.threads;
+  o.out_dir = f.out_dir;
+  o.resume_dir = f.resume_dir;
+  o.log_every = f.log_every;
+  o.precision = f.precision;
+  o.grad_accum = f.grad_accum;
+  o.checkpoint_activations = f.checkpoint_activations;
+  o.auto_batch = f.auto_batch;
+  if (!f.memory_limit.empty()) o.memory_limit = parse_bytes(f.memory_limit);
+  train(o, f.json);
+}
+
 }  // namespace
 
 void add_train_commands(CLI::App& app, std::function<void()>& run) {
-  auto options = std::make_shared<train::ClassifierOptions>();
-  auto json = std::make_shared<bool>(false);
-  CLI::App* t = app.add_subcommand("train", "train an image classifier on Fashion-MNIST (or MNIST)");
-  t->add_option("--model", options->model, "mlp | cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
-  t->add_option("--epochs", options->epochs)->capture_default_str();
-  t->add_option("--batch-size", options->batch_size)->capture_default_str();
-  t->add_option("--lr", options->lr, "learning rate (default: adamw 4e-3, sgd 0.1)");
-  t->add_option("--optimizer", options->optimizer, "adamw | sgd (momentum 0.9)")
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* t = app.add_subcommand("train", "train an image classifier on Fashion-MNIST, or a GPT on text");
+  t->add_option("--model", f->model, "mlp | cnn | gpt")->check(CLI::IsMember({"mlp", "cnn", "gpt"}))->capture_default_str();
+  t->add_option("--epochs", f->epochs, "passes over the data (default: 2 for mlp and cnn, 1 for gpt unless --steps or --time-limit)");
+  t->add_option("--batch-size", f->batch_size, "samples per step (default: 128 images; 16 windows of --context tokens)");
+  t->add_option("--lr", f->lr, "learning rate (default: adamw 4e-3, sgd 0.1; gpt 2e-3)");
+  t->add_option("--optimizer", f->optimizer, "adamw | sgd (momentum 0.9; not for gpt)")
       ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
-  t->add_option("--schedule", options->schedule, "constant | step (x0.5 per epoch) | cosine (to zero over --epochs)")
+  t->add_option("--schedule", f->schedule,
+                "constant | step (x0.5 per epoch; not for gpt) | cosine (to zero at the end; gpt: after a warmup)")
       ->check(CLI::IsMember({"constant", "step", "cosine"}))->capture_default_str();
-  t->add_option("--seed", options->seed)->capture_default_str();
-  t->add_option("--threads", options->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
-  t->add_option("--dataset", options->dataset, "fashion-mnist | mnist (the normalisation statistics)")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
-  t->add_option("--data-dir", options->data_dir, "IDX files, .gz or not")->capture_default_str();
-  t->add_option("--out", options->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
-  t->add_option("--resume", options->resume_dir, "continue the run saved in this directory");
-  t->add_option("--limit-train-batches", options->limit_train_batches, "train on the first N batches of each epoch");
-  t->add_option("--log-every", options->log_every, "steps between log records")->capture_default_str();
-  t->add_option("--prefetch", options->prefetch, "batches prepared ahead in the background")->capture_default_str();
-  t->add_option("--precision", options->precision,
-                 "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling")
+  t->add_option("--seed", f->seed)->capture_default_str();
+  t->add_option("--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
+  t->add_option("--out", f->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
+  t->add_option("--resume", f->resume_dir, "continue the run saved in this directory");
+  t->add_option("--log-every", f->log_every, "steps between log records")->capture_default_str();
+  t->add_option("--precision", f->precision,
+                "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
-  t->add_option("--grad-accum", options->grad_accum, "micro-batches of batch-size / K per optimizer step")
-      ->capture_default_str();
-  t->add_flag("--checkpoint-activations", options->checkpoint_activations,
+  t->add_option("--grad-accum", f->grad_accum, "micro-batches of batch-size / K per optimizer step")->capture_default_str();
+  t->add_flag("--checkpoint-activations", f->checkpoint_activations,
               "recompute activations in backward instead of keeping them");
-  t->add_flag("--auto-batch", options->auto_batch,
+  t->add_flag("--auto-batch", f->auto_batch,
               "on out-of-memory, halve the micro-batch and redo the step (the batch stays the same)");
-  auto memory_limit = std::make_shared<std::string>();
-  t->add_option("--memory-limit", *memory_limit, "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
-  t->add_flag("--json", *json, "print the result as one JSON object on the last line");
-  t->callback([&run, options, json, memory_limit] {
-    run = [options, json, memory_limit] {
-      if (!memory_limit->empty()) options->memory_limit = parse_bytes(*memory_limit);
-      train(*options, *json);
+  t->add_option("--memory-limit", f->memory_limit, "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
+  t->add_flag("--json", f->json, "print the result as one JSON object on the last line");
+
+  std::vector<CLI::Option*> image_only = {
+      t->add_option("--dataset", f->classifier.dataset, "fashion-mnist | mnist (the normalisation statistics)")
+          ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str(),
+      t->add_option("--data-dir", f->classifier.data_dir, "IDX files, .gz or not")->capture_default_str(),
+      t->add_option("--limit-train-batches", f->classifier.limit_train_batches, "train on the first N batches of each epoch"),
+      t->add_option("--prefetch", f->classifier.prefetch, "batches prepared ahead in the background")->capture_default_str()};
+  train::LMOptions& lm = f->lm;
+  std::vector<CLI::Option*> gpt_only = {
+      t->add_option("--layers", lm.model.layers, "GPT: transformer blocks (default 4)"),
+      t->add_option("--heads", lm.model.heads, "GPT: attention heads (default 4)"),
+      t->add_option("--dim", lm.model.dim, "GPT: model width (default 128)"),
+      t->add_option("--context", lm.model.context, "GPT: tokens per window (default 128)"),
+      t->add_option("--vocab", lm.model.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
+      t->add_option("--dropout", lm.model.dropout, "GPT: dropout probability")->capture_default_str(),
+      t->add_option("--tokenizer", lm.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)"),
+      t->add_option("--data", lm.data, "GPT: text files or directories (default: the fortunes), or random"),
+      t->add_option("--val-fraction", lm.val_fraction, "GPT: documents held out for validation")->capture_default_str(),
+      t->add_option("--steps", lm.steps, "GPT: optimizer steps (instead of --epochs)"),
+      t->add_option("--time-limit", lm.time_limit, "GPT: stop training after this many seconds"),
+      t->add_option("--warmup", lm.warmup, "GPT: warmup steps (default: 10% of the steps, at most 100)"),
+      t->add_option("--weight-decay", lm.weight_decay, "GPT: AdamW's decoupled weight decay")->capture_default_str(),
+      t->add_option("--clip-grad", lm.clip_grad, "GPT: clip the gradients' total norm (0: off)")->capture_default_str(),
+      t->add_option("--eval-every", lm.eval_every, "GPT: steps between validations and checkpoints (0: at the end)"),
+      t->add_option("--eval-windows", lm.eval_windows, "GPT: validation windows per evaluation (0: all)")};
+  t->callback([&run, f, image_only, gpt_only] {
+    run = [f, image_only, gpt_only] {
+      const bool gpt = f->model == "gpt";
+      for (CLI::Option* option : gpt ? image_only : gpt_only)
+        WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), " is not a flag of --model ", f->model);
+      WEFT_CHECK(!gpt || f->optimizer == "adamw", ValueError, "--model gpt trains with adamw only");
+      WEFT_CHECK(!gpt || f->schedule != "step", ValueError, "--model gpt has no step schedule: use cosine or constant");
+      if (gpt) train_gpt(*f);
+      else train_image_classifier(*f);
     };
   });
+
+  auto json = std::make_shared<bool>(false);
 
   auto checkpoint = std::make_shared<std::string>();
   auto model = std::make_shared<std::string>();

@@ -20,8 +20,8 @@ std::string format_duration(double seconds) {
 }  // namespace
 
 ProgressBar::ProgressBar(std::ostream& out, std::string label, int64_t total, int64_t items_per_step,
-                         bool interactive, int64_t plain_every)
-    : out_(out), label_(std::move(label)), total_(total), items_per_step_(items_per_step),
+                         bool interactive, int64_t plain_every, std::string items)
+    : out_(out), label_(std::move(label)), items_(std::move(items)), total_(total), items_per_step_(items_per_step),
       plain_every_(std::max<int64_t>(plain_every, 1)), interactive_(interactive),
       start_(std::chrono::steady_clock::now()) {}
 
@@ -54,7 +54,7 @@ void ProgressBar::draw(int64_t done, const std::string& metrics, bool final_line
   std::snprintf(counters, sizeof counters, "%ld/%ld ", long(done), long(total_));
   line.append(counters).append(metrics);
   char rate[96];
-  std::snprintf(rate, sizeof rate, " | %.0f samples/s | %s elapsed, ETA %s", steps_per_s * items_per_step_,
+  std::snprintf(rate, sizeof rate, " | %.0f %s/s | %s elapsed, ETA %s", steps_per_s * items_per_step_, items_.c_str(),
                 format_duration(elapsed).c_str(), format_duration(eta).c_str());
   line += rate;
   if (interactive_) out_ << "\r\033[K" << line << (final_line ? "\n" : "") << std::flush;

@@ -11,9 +11,10 @@ namespace weft::monitor {
 
 class ProgressBar {
  public:
-  // `total` steps of `items_per_step` items each (samples per batch), for the rate and the ETA.
+  // `total` steps of `items_per_step` items each (samples per batch), for the rate and the ETA;
+  // `items` names them in the rate ("samples/s", "tokens/s").
   ProgressBar(std::ostream& out, std::string label, int64_t total, int64_t items_per_step, bool interactive,
-              int64_t plain_every = 100);
+              int64_t plain_every = 100, std::string items = "samples");
   // `done` steps finished; `metrics` is shown after the counters ("loss 0.4123 acc 85.2%").
   void update(int64_t done, const std::string& metrics);
   void finish(const std::string& metrics);  // the final state on its own line
@@ -22,7 +23,7 @@ class ProgressBar {
   void draw(int64_t done, const std::string& metrics, bool final_line);
 
   std::ostream& out_;
-  std::string label_;
+  std::string label_, items_;
   int64_t total_, items_per_step_, plain_every_;
   bool interactive_;
   int64_t first_done_ = -1;  // steps already done when the bar started (a resumed epoch)

@@ -25,7 +25,8 @@ int64_t saved_step(const io::SafetensorsFile& file, const std::string& path) {
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
-                     const optim::Optimizer& optimizer, const TrainerState& state) {
+                     const optim::Optimizer& optimizer, const TrainerState& state,
+                     const std::map<std::string, std::string>& model_metadata) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) throw IOError(str("cannot create checkpoint directory ", dir, ": ", error.message()));
@@ -33,7 +34,9 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
 
   nn::StateDict state_dict = model.state_dict();
   std::vector<std::pair<std::string, Tensor>> weights(state_dict.begin(), state_dict.end());
-  io::save_safetensors(model_path(dir), weights, {{"format", "pt"}, {"weft.model", model_name}, {"weft.step", step}});
+  std::map<std::string, std::string> metadata = model_metadata;
+  metadata.insert({{"format", "pt"}, {"weft.model", model_name}, {"weft.step", step}});
+  io::save_safetensors(model_path(dir), weights, metadata);
 
   auto optimizer_state = optimizer.state_dict();
   io::save_safetensors(optimizer_path(dir), {optimizer_state.begin(), optimizer_state.end()},
@@ -107,6 +110,7 @@ Weights load_weights(const std::string& path) {
   for (const auto& [name, tensor] : loaded.tensors) weights.state.insert(name, tensor);
   auto it = loaded.metadata.find("weft.model");
   if (it != loaded.metadata.end()) weights.model_name = it->second;
+  weights.metadata = std::move(loaded.metadata);
   return weights;
 }
 

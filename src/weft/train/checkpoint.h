@@ -13,6 +13,7 @@
 #include <array>
 #include <optional>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -31,8 +32,10 @@ struct TrainerState {
   std::optional<amp::GradScalerState> grad_scaler;  // fp16 runs
 };
 
+// `model_metadata` joins model.safetensors' metadata (what a reader needs to rebuild the model).
 void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
-                     const optim::Optimizer& optimizer, const TrainerState& state);
+                     const optim::Optimizer& optimizer, const TrainerState& state,
+                     const std::map<std::string, std::string>& model_metadata = {});
 // Loads weights and optimizer state in place and returns the trainer state. `model_name` must
 // match the one saved (ValueError otherwise); a missing or malformed file → IOError / FormatError.
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
@@ -43,6 +46,7 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
 struct Weights {
   nn::StateDict state;
   std::string model_name;
+  std::map<std::string, std::string> metadata;  // all of the file's
 };
 Weights load_weights(const std::string& path);
 

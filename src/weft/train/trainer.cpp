@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -14,8 +13,6 @@
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
 #include "weft/data/sampler.h"
-#include "weft/io/tensorboard.h"
-#include "weft/kernels/cpu/onednn.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/nn/models.h"
@@ -36,15 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-int64_t count_correct(const Tensor& logits, const Tensor& targets) {
-  Tensor predicted = argmax(logits.detach(), 1);
-  const int64_t* p = predicted.data<int64_t>();
-  const int64_t* t = targets.data<int64_t>();
-  int64_t correct = 0;
-  for (int64_t i = 0; i < targets.numel(); ++i) correct += p[i] == t[i];
-  return correct;
-}
-
 std::unique_ptr<optim::Optimizer> make_optimizer(const ClassifierOptions& o, std::vector<Tensor> params) {
   if (o.optimizer == "adamw") {
     optim::AdamWOptions adamw;
@@ -62,7 +50,7 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const ClassifierOptions& o, dou
   throw ValueError(str("unknown schedule '", o.schedule, "': expected constant, step or cosine"));
 }
 
-void check_options(const ClassifierOptions& o) {
+void check_options(const ClassifierOptions& o, std::ostream& log) {
   WEFT_CHECK(o.epochs > 0, ValueError, "--epochs must be positive, got ", o.epochs);
   WEFT_CHECK(o.batch_size > 0, ValueError, "--batch-size must be positive, got ", o.batch_size);
   WEFT_CHECK(o.lr >= 0, ValueError, "--lr must not be negative, got ", o.lr);
@@ -73,64 +61,10 @@ void check_options(const ClassifierOptions& o) {
              " must be a positive divisor of --batch-size ", o.batch_size, ", so that every micro-batch has ",
              "batch-size / grad-accum samples");
   WEFT_CHECK(o.memory_limit >= 0, ValueError, "--memory-limit must not be negative");
-  WEFT_CHECK(o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16", ValueError, "unknown precision '",
-             o.precision, "': expected fp32, bf16 or fp16 (int8 is for inference: weft quantize)");
-  WEFT_CHECK(o.precision != "bf16" || cpu::onednn::bf16_support() != cpu::onednn::Bf16Support::none, ValueError,
-             "--precision bf16 is not supported on this CPU: oneDNN needs AVX-512 for bf16 kernels; use --precision fp32");
+  check_precision(o.precision, log);
 }
-
-std::optional<DType> autocast_type(const std::string& precision) {
-  if (precision == "bf16") return DType::bf16;
-  if (precision == "fp16") return DType::f16;
-  return std::nullopt;
-}
-
-
-// One record per logged step, to TensorBoard and metrics.jsonl.
-class MetricsLog {
- public:
-  MetricsLog(const std::string& dir, bool append) : events_(dir) {
-    std::string path = (std::filesystem::path(dir) / "metrics.jsonl").string();
-    jsonl_.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!jsonl_) throw IOError(str("cannot write ", path));
-  }
-  void write(int64_t step, const nlohmann::json& scalars) {
-    nlohmann::json line = {{"step", step}};
-    for (const auto& [tag, value] : scalars.items()) {
-      events_.add_scalar(tag, value.get<double>(), step);
-      line[tag] = value;
-    }
-    jsonl_ << line.dump() << '\n' << std::flush;
-  }
-  void flush() { events_.flush(); }
-
- private:
-  io::EventWriter events_;
-  std::ofstream jsonl_;
-};
 
 }  // namespace
-
-StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
-                               std::optional<DType> low_precision, const amp::GradScaler* scaler) {
-  StepTally tally;
-  const int64_t n = batch.targets.numel();
-  for (int64_t begin = 0; begin < n; begin += micro_batch) {
-    const int64_t length = std::min(micro_batch, n - begin);
-    Tensor targets = batch.targets.narrow(0, begin, length);
-    Tensor logits, loss_sum;
-    {
-      AutocastGuard autocast(low_precision);
-      logits = model(batch.inputs.narrow(0, begin, length));
-      loss_sum = cross_entropy(logits, targets, Reduction::sum);
-    }
-    Tensor loss = mul(loss_sum, 1.0 / static_cast<double>(n));
-    (scaler ? scaler->scale(loss) : loss).backward();
-    tally.loss_sum += loss_sum.item();
-    tally.correct += count_correct(logits, targets);
-  }
-  return tally;
-}
 
 data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
   if (dataset == "fashion-mnist") return data::load_mnist_idx(dir, train, data::kFashionMnistNormalization);
@@ -170,7 +104,7 @@ EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int
 
 TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool interactive) {
   Clock::time_point start = Clock::now();
-  check_options(o);
+  check_options(o, log);
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
   manual_seed(o.seed);
@@ -181,8 +115,6 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
   const std::optional<DType> low_precision = autocast_type(o.precision);
   std::optional<amp::GradScaler> scaler;
   if (o.precision == "fp16") scaler.emplace();
-  if (o.precision == "bf16" && cpu::onednn::bf16_support() == cpu::onednn::Bf16Support::emulated)
-    log << "note: this CPU has no bf16 instructions; oneDNN emulates bf16 with AVX-512, slower than fp32\n";
 
   auto train_data = std::make_shared<data::ImageDataset>(load_image_dataset(o.dataset, o.data_dir, true));
   data::ImageDataset test_data = load_image_dataset(o.dataset, o.data_dir, false);
@@ -246,37 +178,10 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
       std::optional<data::Batch> batch = loader.next();
       if (!batch) break;
       optim::set_scheduled_lr(*optimizer, *schedule, state.step);
-      StepTally tally;
-      for (;;) {
-        optimizer->zero_grad();
-        try {
-          tally = accumulate_gradients(*model, *batch, micro_batch, low_precision, scaler ? &*scaler : nullptr);
-          break;
-        } catch (const OutOfMemoryError& e) {
-          // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
-          // batch, so the update, stays the same.
-          if (!o.auto_batch || micro_batch == 1) throw;
-          micro_batch = (micro_batch + 1) / 2;
-          log << "auto-batch: step " << state.step + 1 << " ran out of memory (" << e.what() << "); redoing it as "
-              << (o.batch_size + micro_batch - 1) / micro_batch << " micro-batches of " << micro_batch << " (batch "
-              << o.batch_size << " unchanged)\n";
-        }
-      }
+      StepTally tally = accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision,
+                                        scaler ? &*scaler : nullptr, state.step, log);
       ++state.step;
-      if (scaler) {
-        const double scale = scaler->current_scale();
-        const bool stepped = scaler->step(*optimizer);
-        const bool stuck_before = scaler->stuck_at_minimum();
-        scaler->update();
-        if (!stepped)
-          log << "fp16: step " << state.step << " skipped, inf/NaN gradients at loss scale " << scale << "; scale now "
-              << scaler->current_scale() << " (" << scaler->skipped_steps() << " skipped so far)\n";
-        if (scaler->stuck_at_minimum() && !stuck_before)
-          log << "fp16: the loss scale is stuck at its minimum and steps still overflow: this model's values "
-                 "exceed f16's range (65504); train with --precision bf16, which has f32's range\n";
-      } else {
-        optimizer->step();
-      }
+      apply_update(*optimizer, scaler ? &*scaler : nullptr, state.step, log);
 
       int64_t n = batch->targets.numel();
       double batch_loss = tally.loss_sum;

@@ -19,6 +19,7 @@
 
 #include "weft/data/dataset.h"
 #include "weft/nn/module.h"
+#include "weft/train/step.h"
 
 namespace weft::train {
 
@@ -82,16 +83,5 @@ struct EvalResult {
 data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train);
 
 EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size = 1000);
-
-struct StepTally {
-  double loss_sum = 0;  // summed cross-entropy of the batch's samples
-  int64_t correct = 0;
-};
-// Forward and backward of one batch in micro-batches of `micro_batch` samples, under autocast to
-// `low_precision` when given, the loss scaled by `scaler` when given. Each micro-batch's loss is
-// its summed cross-entropy divided by the whole batch's size, so the accumulated gradients are
-// those of the batch's mean loss however it is cut. The optimizer step is the caller's.
-StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
-                               std::optional<DType> low_precision, const amp::GradScaler* scaler);
 
 }  // namespace weft::train

@@ -1,0 +1,114 @@
+#include "weft/train/step.h"
+
+#include <filesystem>
+
+#include "weft/autograd/autocast_mode.h"
+#include "weft/core/allocator.h"
+#include "weft/kernels/cpu/onednn.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/loss.h"
+#include "weft/ops/reduce.h"
+
+namespace weft::train {
+
+void check_precision(const std::string& precision, std::ostream& log) {
+  WEFT_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16", ValueError, "unknown precision '",
+             precision, "': expected fp32, bf16 or fp16 (int8 is for inference: weft quantize)");
+  WEFT_CHECK(precision != "bf16" || cpu::onednn::bf16_support() != cpu::onednn::Bf16Support::none, ValueError,
+             "--precision bf16 is not supported on this CPU: oneDNN needs AVX-512 for bf16 kernels; use --precision fp32");
+  if (precision == "bf16" && cpu::onednn::bf16_support() == cpu::onednn::Bf16Support::emulated)
+    log << "note: this CPU has no bf16 instructions; oneDNN emulates bf16 with AVX-512, slower than fp32\n";
+}
+
+std::optional<DType> autocast_type(const std::string& precision) {
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "fp16") return DType::f16;
+  return std::nullopt;
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& targets) {
+  Tensor predicted = argmax(logits.detach(), 1);
+  const int64_t* p = predicted.data<int64_t>();
+  const int64_t* t = targets.data<int64_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < targets.numel(); ++i) correct += p[i] == t[i];
+  return correct;
+}
+
+StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
+                               std::optional<DType> low_precision, const amp::GradScaler* scaler) {
+  StepTally tally;
+  const int64_t samples = batch.targets.size(0);
+  const double predictions = static_cast<double>(batch.targets.numel());
+  for (int64_t begin = 0; begin < samples; begin += micro_batch) {
+    const int64_t length = std::min(micro_batch, samples - begin);
+    Tensor targets = batch.targets.narrow(0, begin, length).reshape({-1});
+    Tensor logits, loss_sum;
+    {
+      AutocastGuard autocast(low_precision);
+      Tensor output = model(batch.inputs.narrow(0, begin, length));
+      logits = output.view({targets.numel(), output.size(-1)});
+      loss_sum = cross_entropy(logits, targets, Reduction::sum);
+    }
+    Tensor loss = mul(loss_sum, 1.0 / predictions);
+    (scaler ? scaler->scale(loss) : loss).backward();
+    tally.loss_sum += loss_sum.item();
+    tally.correct += count_correct(logits, targets);
+  }
+  return tally;
+}
+
+StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
+                          int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
+                          const amp::GradScaler* scaler, int64_t step, std::ostream& log) {
+  for (;;) {
+    optimizer.zero_grad();
+    try {
+      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler);
+    } catch (const OutOfMemoryError& e) {
+      // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
+      // batch, so the update, stays the same.
+      if (!auto_batch || micro_batch == 1) throw;
+      const int64_t samples = batch.targets.size(0);
+      micro_batch = (micro_batch + 1) / 2;
+      log << "auto-batch: step " << step + 1 << " ran out of memory (" << e.what() << "); redoing it as "
+          << (samples + micro_batch - 1) / micro_batch << " micro-batches of " << micro_batch << " (batch " << samples
+          << " unchanged)\n";
+    }
+  }
+}
+
+bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t step, std::ostream& log) {
+  if (!scaler) {
+    optimizer.step();
+    return true;
+  }
+  const double scale = scaler->current_scale();
+  const bool stepped = scaler->step(optimizer);
+  const bool stuck_before = scaler->stuck_at_minimum();
+  scaler->update();
+  if (!stepped)
+    log << "fp16: step " << step << " skipped, inf/NaN gradients at loss scale " << scale << "; scale now "
+        << scaler->current_scale() << " (" << scaler->skipped_steps() << " skipped so far)\n";
+  if (scaler->stuck_at_minimum() && !stuck_before)
+    log << "fp16: the loss scale is stuck at its minimum and steps still overflow: this model's values "
+           "exceed f16's range (65504); train with --precision bf16, which has f32's range\n";
+  return stepped;
+}
+
+MetricsLog::MetricsLog(const std::string& dir, bool append) : events_(dir) {
+  std::string path = (std::filesystem::path(dir) / "metrics.jsonl").string();
+  jsonl_.open(path, append ? std::ios::app : std::ios::trunc);
+  if (!jsonl_) throw IOError(str("cannot write ", path));
+}
+
+void MetricsLog::write(int64_t step, const nlohmann::json& scalars) {
+  nlohmann::json line = {{"step", step}};
+  for (const auto& [tag, value] : scalars.items()) {
+    events_.add_scalar(tag, value.get<double>(), step);
+    line[tag] = value;
+  }
+  jsonl_ << line.dump() << '\n' << std::flush;
+}
+
+}  // namespace weft::train

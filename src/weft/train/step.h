@@ -1,0 +1,66 @@
+// One optimizer step, as both trainers (train/trainer.h for the image classifiers, train/lm.h for
+// GPT) take it: forward and backward in micro-batches under autocast, --auto-batch's retry on
+// out-of-memory, the update through fp16's loss scaler, and the metrics log.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/amp/grad_scaler.h"
+#include "weft/data/dataset.h"
+#include "weft/io/tensorboard.h"
+#include "weft/nn/module.h"
+#include "weft/optim/optimizer.h"
+
+namespace weft::train {
+
+// fp32 | bf16 | fp16, anything else → ValueError; bf16 on a CPU without AVX-512 → ValueError.
+// Where oneDNN only emulates bf16 (slower than fp32), says so on `log`.
+void check_precision(const std::string& precision, std::ostream& log);
+// The autocast type of a --precision: bf16, f16, or none for fp32.
+std::optional<DType> autocast_type(const std::string& precision);
+
+// How many rows of logits [N, C] have their argmax at targets [N].
+int64_t count_correct(const Tensor& logits, const Tensor& targets);
+
+struct StepTally {
+  double loss_sum = 0;  // summed cross-entropy of the batch's predictions
+  int64_t correct = 0;  // predictions whose argmax is the target
+};
+// Forward and backward of one batch in micro-batches of `micro_batch` samples (rows of
+// batch.inputs), under autocast to `low_precision` when given, the loss scaled by `scaler` when
+// given. The model's output is [..., classes] with one prediction per target: [N, classes] for
+// targets [N], [N, T, vocab] for targets [N, T]. Each micro-batch's loss is its summed
+// cross-entropy divided by the whole batch's number of predictions, so the accumulated gradients
+// are those of the batch's mean loss however it is cut. The optimizer step is the caller's.
+StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
+                               std::optional<DType> low_precision, const amp::GradScaler* scaler);
+
+// zero_grad and accumulate_gradients; with `auto_batch`, an OutOfMemoryError halves
+// `micro_batch` (said on `log`) and redoes the step from scratch, so the update stays the same.
+// Without it, or at a micro-batch of 1, the error propagates.
+StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
+                          int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
+                          const amp::GradScaler* scaler, int64_t step, std::ostream& log);
+
+// optimizer.step(), or for fp16 the scaler's step and update, telling `log` about skipped steps
+// and a loss scale stuck at its minimum. Returns whether the parameters were updated.
+bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t step, std::ostream& log);
+
+// One record per logged step, to TensorBoard and DIR/metrics.jsonl.
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& dir, bool append);
+  void write(int64_t step, const nlohmann::json& scalars);
+  void flush() { events_.flush(); }
+
+ private:
+  io::EventWriter events_;
+  std::ofstream jsonl_;
+};
+
+}  // namespace weft::train

@@ -1,0 +1,41 @@
+// `weft train --model gpt` as a user runs it: the JSON line, and flags that belong to another model.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "temp_dir.h"
+#include "weft_cli.h"
+
+namespace weft::testing {
+namespace {
+
+TEST(TrainGptCli, PrintsTheResultAsJson) {
+  TempDir dir;
+  {
+    std::ofstream text(dir.file("text.txt"));
+    for (int i = 0; i < 100; ++i) text << "line " << i << " of a small corpus\n%\n";
+  }
+  Outcome o = weft_cli("train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 3 --threads 1 "
+                       "--data " + dir.file("text.txt") + " --out " + dir.file("run") + " --json");
+  ASSERT_EQ(o.status, 0) << o.output;
+  const std::string last = o.output.substr(o.output.rfind('\n', o.output.size() - 2) + 1);
+  nlohmann::json result = nlohmann::json::parse(last);
+  for (const char* key : {"train_tokens_per_s", "val_loss", "val_bits_per_byte", "params", "wall_s", "peak_allocated_bytes"})
+    EXPECT_TRUE(result.contains(key)) << key << " in " << last;
+  EXPECT_EQ(result["steps"], 3);
+  EXPECT_EQ(result["tokens"], 3 * 4 * 8);
+  EXPECT_TRUE(contains(o.output, "weft generate --checkpoint " + dir.file("run"))) << o.output;
+}
+
+TEST(TrainGptCli, RejectsFlagsOfAnotherModel) {
+  expect_usage_error(weft_cli("train --model cnn --layers 2"), "--layers is not a flag of --model cnn");
+  expect_usage_error(weft_cli("train --model gpt --dataset mnist"), "--dataset is not a flag of --model gpt");
+  expect_usage_error(weft_cli("train --model gpt --optimizer sgd"), "--model gpt trains with adamw only");
+  expect_usage_error(weft_cli("train --model mlp --epochs 1.5"), "--epochs must be a whole number for mlp");
+  expect_usage_error(weft_cli("train --model gpt --data /nonexistent/text"), "/nonexistent/text");
+}
+
+}  // namespace
+}  // namespace weft::testing
