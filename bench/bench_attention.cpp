@@ -92,7 +92,8 @@ void run(const Config& c) {
 int main(int argc, char** argv) {
   std::vector<Config> configs;
   if (argc > 1) {
-    const int64_t B = std::atoll(argv[1]), H = argc > 2 ? std::atoll(argv[2]) : 4, D = argc > 3 ? std::atoll(argv[3]) : 64;
+    const int64_t B = std::atoll(argv[1]), H = argc > 2 ? std::atoll(argv[2]) : 4,
+                  D = argc > 3 ? std::atoll(argv[3]) : 64;
     for (int64_t T : {64, 256, 1024}) configs.push_back({B, H, T, D});
   } else {
     configs = {{8, 4, 64, 64},  {8, 4, 256, 64},  {8, 4, 1024, 64}, {8, 4, 64, 32},
