@@ -51,10 +51,13 @@ void expect_matches_reference(const Case& c, DType dtype, bool causal, double rt
   expect_close(grads.dv, ref_grads.dv, rtol, atol, "dv");
 }
 
-// Sizes around the 64-row blocks: one row, under a block, a block and a bit, Tq < Tk, odd D, Dv != D.
+// Sizes around the 64-row blocks: one row, under a block, a block and a bit, Tq < Tk, odd D, Dv != D;
+// the GPT shapes (one block at D = 64, several at D = 32); widths of 1 to 4 AVX-512 vectors (D 40 ->
+// 48, Dv 20 -> 32) with Tq < Tk, so causal row and key groups start inside a block.
 const Case kCases[] = {
-    {1, 1, 1, 1, 1, 1}, {2, 3, 5, 5, 4, 4}, {2, 2, 67, 67, 64, 64}, {1, 2, 100, 130, 7, 5}, {1, 1, 128, 128, 64, 64},
-    {1, 1, 3, 150, 33, 64},
+    {1, 1, 1, 1, 1, 1},          {2, 3, 5, 5, 4, 4},       {2, 2, 67, 67, 64, 64},   {1, 2, 100, 130, 7, 5},
+    {1, 1, 128, 128, 64, 64},    {1, 1, 3, 150, 33, 64},   {2, 2, 64, 64, 64, 64},   {1, 2, 200, 200, 32, 32},
+    {1, 2, 90, 161, 40, 20},     {1, 1, 70, 70, 80, 72},
 };
 
 TEST(AttentionKernel, F32MatchesReference) {

@@ -9,18 +9,22 @@
 
 #include "weft/core/convert.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cpu/exp_avx512.h"
 
 namespace weft::cpu {
 
 namespace {
 
-// Rows of queries and of keys handled per tile. 64 x 64 f32 tiles of k^T and v (16 KiB each at
-// D = 64) stay in L1 / L2 while every query row of a block streams past them.
-constexpr int64_t kQueryBlock = 64;
-constexpr int64_t kKeyBlock = 64;
-// Query rows whose contributions to dk and dv the backward adds in one pass (four are written out
-// by hand there).
-constexpr int64_t kRowGroup = 4;
+// Rows of queries and of keys per tile. A 64 x 64 f32 tile is 16 KiB: the score and probability
+// tiles and the k / v tiles of one step stay in L1 / L2 while the step's products run over them.
+constexpr int64_t kBlock = 64;
+// The tile products below work on kRows rows at a time (what the AVX-512 kernel holds in
+// registers) and on widths that are whole vectors of kLanes f32. Tiles are zero-padded to these
+// multiples, and the padding adds nothing to any sum.
+constexpr int64_t kRows = 4;
+constexpr int64_t kLanes = 16;
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 // The checked sizes of one call: `batch` rows of [T, D] matrices (the leading dims flattened).
 struct Problem {
@@ -29,6 +33,10 @@ struct Problem {
   bool causal = false;
   // Keys 0 .. visible(i) - 1 are query i's (may be <= 0: none).
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, i + offset + 1) : Tk; }
+  // How many of keys j0 .. j0 + cols - 1 query i sees: a prefix of them, maybe empty.
+  int64_t seen(int64_t i, int64_t j0, int64_t cols) const { return std::clamp<int64_t>(visible(i) - j0, 0, cols); }
+  // The first query row at or after i0 that sees key j (causal rows see a key from j - offset on).
+  int64_t first_seeing(int64_t j, int64_t i0) const { return causal ? std::max(i0, j - offset) : i0; }
 };
 
 Problem check(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, const char* op) {
@@ -84,78 +92,192 @@ Strided strided(const Tensor& t) {
   return s;
 }
 
-// out[c] = sum_d x[d] * tile_t[d * kKeyBlock + c] for all kKeyBlock columns of a transposed tile
-// (columns past the tile's keys hold zeros). The fixed trip count lets the compiler unroll the row
-// of sums into four AVX-512 vectors it can hold across d (perf shows it still spills some to the
-// stack), instead of a variable-length loop that loads and stores the row per d.
-template <typename A>
-void row_times_tile(const A* x, const A* tile_t, int64_t depth, A* out) {
-  A acc[kKeyBlock] = {};
-  for (int64_t d = 0; d < depth; ++d) {
-    const A xd = x[d];
-    const A* row = tile_t + d * kKeyBlock;
-    for (int64_t c = 0; c < kKeyBlock; ++c) acc[c] += xd * row[c];
+// dst[r * width + c] = scale * element (n, t0 + r, c) for r < count and c < cols, and zeros in
+// the rest of the [rows, width] tile. The row's address is computed once and the inner loop runs
+// along the row (unit stride for the usual layouts, which lets it vectorise): per element through
+// Strided::at, the copies took half the forward's time at T = 64.
+template <typename T, typename A>
+void read_tile(const T* data, const Strided& layout, int64_t n, int64_t t0, int64_t count, int64_t cols, A scale,
+               A* dst, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) {
+    A* row = dst + r * width;
+    int64_t c = 0;
+    if (r < count) {
+      const T* src = data + layout.at(n, t0 + r, 0);
+      if (layout.col == 1)
+        for (; c < cols; ++c) row[c] = static_cast<A>(src[c]) * scale;
+      else
+        for (; c < cols; ++c) row[c] = static_cast<A>(src[c * layout.col]) * scale;
+    }
+    std::fill(row + c, row + width, A(0));
   }
-  std::copy_n(acc, kKeyBlock, out);
 }
 
-// out[e] += sum_c x[c] * tile_t[e * kKeyBlock + c] for e < rows: a row times a tile whose columns
-// are keys (x is zero past the tile's keys). Summing into a scalar per e, rather than adding x[c]
-// times a key's row into out for each c, keeps out out of a load-store chain through memory.
+// dst[c * rows + r] = src[r * width + c] for r < rows, c < cols: a tile of keys by features turned
+// into features by keys, so a score row comes out of one product along the keys.
 template <typename A>
-void add_row_times_tile_t(const A* x, const A* tile_t, int64_t rows, A* out) {
-  for (int64_t e = 0; e < rows; ++e) {
-    const A* row = tile_t + e * kKeyBlock;
-    A sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < kKeyBlock; ++c) sum += x[c] * row[c];
-    out[e] += sum;
-  }
+void transpose(const A* src, int64_t rows, int64_t width, int64_t cols, A* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * width + c];
 }
+
+// ---- tile products and row softmax: plain loops (the f64 path), AVX-512 for f32 ----
+//
+// The first version used fixed-width loops and std::exp: on a quiet machine the fused op took
+// 1.5x to 2.2x the composed op's time (oneDNN GEMMs + softmax), because a 64^3 tile product ran at
+// 43 GFLOP/s and libm's scalar expf, called once per score and again per score in the backward,
+// cost more than the products. The AVX-512 kernels keep a 4 x 64 block of the result in
+// registers across the whole depth and take 16 exponentials per instruction sequence.
+
+// c[r * ldc + j] += sum_k a[r * a_row + k * a_depth] * b[k * ldb + j] for r < rows, j < width: a
+// [rows, depth] read through two strides (so the transposed probabilities in dv += p^T dout need
+// no copy) times a row-major b. rows is a multiple of kRows and width of kLanes; b and c have
+// width columns. Every element is summed over k in increasing order, here and in the f32 kernel.
+template <typename A>
+void add_product(const A* a, int64_t a_row, int64_t a_depth, const A* b, int64_t ldb, int64_t rows, int64_t depth,
+                 int64_t width, A* c, int64_t ldc) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < depth; ++k) {
+      const A x = a[r * a_row + k * a_depth];
+      for (int64_t j = 0; j < width; ++j) c[r * ldc + j] += x * b[k * ldb + j];
+    }
+}
+
+// The largest of s[0 .. n), n >= 1.
+template <typename A>
+A row_max(const A* s, int64_t n) {
+  return *std::max_element(s, s + n);
+}
+
+// s[c] = exp(s[c] - shift) for c < n and 0 for n <= c < kBlock (keys the row may not see, or past
+// the tile's last key); returns the sum of the new s.
+template <typename A>
+A exp_row(A* s, int64_t n, A shift) {
+  A sum = 0;
+  for (int64_t c = 0; c < kBlock; ++c) sum += s[c] = c < n ? std::exp(s[c] - shift) : A(0);
+  return sum;
+}
+
+#ifdef __AVX512F__
+// kRows rows by `vectors` vectors of c, held in registers over the whole depth: per k, `vectors`
+// loads of b and kRows broadcasts of a feed kRows * vectors FMAs (16 accumulators at 4 vectors,
+// which leaves registers for b).
+template <int vectors>
+void add_product_block(const float* a, int64_t a_row, int64_t a_depth, const float* b, int64_t ldb, int64_t depth,
+                       float* c, int64_t ldc) {
+  __m512 acc[kRows][vectors];
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < vectors; ++v) acc[r][v] = _mm512_loadu_ps(c + r * ldc + v * kLanes);
+  for (int64_t k = 0; k < depth; ++k) {
+    __m512 b_k[vectors];
+    for (int v = 0; v < vectors; ++v) {
+      b_k[v] = _mm512_loadu_ps(b + k * ldb + v * kLanes);
+      // An empty asm that "changes" the register: otherwise GCC folds the load into each of the
+      // kRows FMAs that use it, 20 loads per k instead of 8, and the tile products ran 20% to 30%
+      // slower (T = 64, one thread).
+      asm("" : "+v"(b_k[v]));
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * a_row + k * a_depth]);
+      for (int v = 0; v < vectors; ++v) acc[r][v] = _mm512_fmadd_ps(x, b_k[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < vectors; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes, acc[r][v]);
+}
+
+void add_product(const float* a, int64_t a_row, int64_t a_depth, const float* b, int64_t ldb, int64_t rows,
+                 int64_t depth, int64_t width, float* c, int64_t ldc) {
+  for (int64_t r = 0; r < rows; r += kRows)
+    for (int64_t j = 0; j < width; j += 4 * kLanes) {
+      const float* a_r = a + r * a_row;
+      float* c_rj = c + r * ldc + j;
+      switch (std::min<int64_t>(4, (width - j) / kLanes)) {
+        case 4: add_product_block<4>(a_r, a_row, a_depth, b + j, ldb, depth, c_rj, ldc); break;
+        case 3: add_product_block<3>(a_r, a_row, a_depth, b + j, ldb, depth, c_rj, ldc); break;
+        case 2: add_product_block<2>(a_r, a_row, a_depth, b + j, ldb, depth, c_rj, ldc); break;
+        default: add_product_block<1>(a_r, a_row, a_depth, b + j, ldb, depth, c_rj, ldc); break;
+      }
+    }
+}
+
+// The first `n` of 16 lanes.
+__mmask16 first_lanes(int64_t n) {
+  return n >= kLanes ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+float row_max(const float* s, int64_t n) {
+  __m512 top = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t c = 0; c < n; c += kLanes) {
+    const __mmask16 live = first_lanes(n - c);
+    top = _mm512_mask_max_ps(top, live, top, _mm512_maskz_loadu_ps(live, s + c));
+  }
+  return _mm512_reduce_max_ps(top);
+}
+
+float exp_row(float* s, int64_t n, float shift) {
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t c = 0; c < kBlock; c += kLanes) {
+    const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(s + c), _mm512_set1_ps(shift));
+    const __m512 e = _mm512_maskz_mov_ps(first_lanes(n - c), exp_avx512(x));
+    _mm512_storeu_ps(s + c, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+#endif
 
 // ---- forward ----
 
-// One task: rows i0 .. i0 + rows - 1 of batch row n, against every key they may see.
+// One task: rows i0 .. i0 + rows - 1 of batch row n, against every key they may see. Tiles: q
+// [kBlock, D] (scaled), k [kBlock, D] and k^T [D, kBlock], v and the unnormalised output [kBlock,
+// width], scores / probabilities [kBlock, kBlock]; width is Dv rounded up to whole vectors.
 template <typename T>
 struct ForwardTile {
   using A = acc_type<T>;
-  std::vector<A> q, k_t, v_t, acc, m, l, s;
+  int64_t width;
+  std::vector<A> q, k, k_t, v, s, o, m, l;
   explicit ForwardTile(const Problem& p)
-      : q(kQueryBlock * p.D), k_t(p.D * kKeyBlock), v_t(p.Dv * kKeyBlock), acc(kQueryBlock * p.Dv), m(kQueryBlock),
-        l(kQueryBlock), s(kKeyBlock) {}
+      : width(round_up(p.Dv, kLanes)), q(kBlock * p.D), k(kBlock * p.D), k_t(p.D * kBlock), v(kBlock * width),
+        s(kBlock * kBlock), o(kBlock * width), m(kBlock), l(kBlock) {}
 
   void run(const Problem& p, int64_t n, int64_t i0, A scale, const T* pq, const Strided& lq, const T* pk,
            const Strided& lk, const T* pv, const Strided& lv, T* out, A* lse) {
-    const int64_t rows = std::min(kQueryBlock, p.Tq - i0), D = p.D, Dv = p.Dv;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t d = 0; d < D; ++d) q[r * D + d] = static_cast<A>(pq[lq.at(n, i0 + r, d)]) * scale;
-    std::fill(acc.begin(), acc.end(), A(0));
+    const int64_t rows = std::min(kBlock, p.Tq - i0), padded = round_up(rows, kRows), D = p.D, Dv = p.Dv;
+    read_tile(pq, lq, n, i0, rows, D, scale, q.data(), padded, D);  // rows past the block's: scores 0, weights 0
+    std::fill(o.begin(), o.end(), A(0));
     std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
     std::fill(l.begin(), l.end(), A(0));
     const int64_t key_end = std::max<int64_t>(0, p.visible(i0 + rows - 1));  // the block's last row sees most
-    for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
-      const int64_t cols = std::min(kKeyBlock, key_end - j0);
-      // k and v transposed so the loops below run unit-stride over keys; zeros past the last key.
-      for (int64_t c = 0; c < kKeyBlock; ++c) {
-        for (int64_t d = 0; d < D; ++d) k_t[d * kKeyBlock + c] = c < cols ? static_cast<A>(pk[lk.at(n, j0 + c, d)]) : A(0);
-        for (int64_t e = 0; e < Dv; ++e) v_t[e * kKeyBlock + c] = c < cols ? static_cast<A>(pv[lv.at(n, j0 + c, e)]) : A(0);
+    for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
+      const int64_t cols = std::min(kBlock, key_end - j0);
+      // Zeros past the last key and past Dv.
+      read_tile(pk, lk, n, j0, cols, D, A(1), k.data(), kBlock, D);
+      transpose(k.data(), kBlock, D, D, k_t.data());
+      read_tile(pv, lv, n, j0, cols, Dv, A(1), v.data(), kBlock, width);
+      // Causal row groups stop at the last key their last row sees (on a diagonal tile, about half
+      // the products); the scores past it stay zero and get weight zero.
+      std::fill(s.begin(), s.end(), A(0));
+      for (int64_t r0 = 0; r0 < padded; r0 += kRows) {
+        const int64_t keys = p.seen(i0 + std::min(r0 + kRows, rows) - 1, j0, cols);
+        add_product(&q[r0 * D], D, 1, k_t.data(), kBlock, kRows, D, round_up(keys, kLanes), &s[r0 * kBlock], kBlock);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t seen = std::min(cols, p.visible(i0 + r) - j0);
-        if (seen <= 0) continue;
-        row_times_tile(&q[r * D], k_t.data(), D, s.data());
-        const A m_new = std::max(m[r], *std::max_element(s.begin(), s.begin() + seen));
-        const A rescale = std::exp(m[r] - m_new);  // 0 on the first block (m = -inf)
-        A* o = &acc[r * Dv];
-        A sum = l[r] * rescale;
-        for (int64_t e = 0; e < Dv; ++e) o[e] *= rescale;
-        for (int64_t c = 0; c < kKeyBlock; ++c) {  // s becomes the weights, zero past the row's keys
-          s[c] = c < seen ? std::exp(s[c] - m_new) : A(0);
-          sum += s[c];
+        A* s_r = &s[r * kBlock];
+        const int64_t seen = p.seen(i0 + r, j0, cols);
+        if (seen == 0) {
+          std::fill_n(s_r, kBlock, A(0));
+          continue;
         }
-        add_row_times_tile_t(s.data(), v_t.data(), Dv, o);
-        l[r] = sum;
+        const A m_new = std::max(m[r], row_max(s_r, seen));
+        const A rescale = std::exp(m[r] - m_new);  // 0 on the first block (m = -inf)
+        l[r] = l[r] * rescale + exp_row(s_r, seen, m_new);
+        for (int64_t e = 0; e < width; ++e) o[r * width + e] *= rescale;
         m[r] = m_new;
+      }
+      for (int64_t r0 = 0; r0 < padded; r0 += kRows) {
+        const int64_t keys = p.seen(i0 + std::min(r0 + kRows, rows) - 1, j0, cols);
+        add_product(&s[r0 * kBlock], kBlock, 1, v.data(), width, kRows, keys, width, &o[r0 * width], width);
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -167,7 +289,7 @@ struct ForwardTile {
         continue;
       }
       const A inv = A(1) / l[r];
-      for (int64_t e = 0; e < Dv; ++e) row[e] = convert<T>(acc[r * Dv + e] * inv);
+      for (int64_t e = 0; e < Dv; ++e) row[e] = convert<T>(o[r * width + e] * inv);
       lse[n * p.Tq + i] = m[r] + std::log(l[r]);
     }
   }
@@ -175,86 +297,90 @@ struct ForwardTile {
 
 // ---- backward ----
 
-// One task: every gradient of batch row n, walking key blocks (dk, dv finished per block) and,
-// inside each, the query rows that see them, kRowGroup at a time (dq accumulated across blocks).
-// s and ds hold the group's probabilities and score gradients, q and dout its rows.
+// One task: every gradient of batch row n. q (scaled, as the forward's scores used it), dout and
+// the dq accumulator are read in once as f32 [Tq + kRows, width] (the extra rows are zeros for
+// padded row groups); then per key block (dk, dv finished per block) and per query block that
+// sees it: the score and dp tiles, p = exp(s - lse) and ds = p (dp - D_i) in place of them, and
+// the three products into dv, dk and dq.
 template <typename T>
 struct BackwardTile {
   using A = acc_type<T>;
-  std::vector<A> k_t, v_t, dk, dv, dq, delta, q, dout, s, ds;
+  int64_t width_q, width_v;  // D and Dv rounded up to whole vectors
+  std::vector<A> q, dout, dq, delta, k_t, k, v, v_t, s, ds, dk, dv;
   explicit BackwardTile(const Problem& p)
-      : k_t(p.D * kKeyBlock), v_t(p.Dv * kKeyBlock), dk(kKeyBlock * p.D), dv(kKeyBlock * p.Dv),
-        dq(p.Tq * p.D), delta(p.Tq), q(kRowGroup * p.D), dout(kRowGroup * p.Dv), s(kRowGroup * kKeyBlock),
-        ds(kRowGroup * kKeyBlock) {}
+      : width_q(round_up(p.D, kLanes)), width_v(round_up(p.Dv, kLanes)), q((p.Tq + kRows) * width_q),
+        dout((p.Tq + kRows) * width_v), dq((p.Tq + kRows) * width_q), delta(p.Tq), k_t(p.D * kBlock),
+        k(kBlock * width_q), v(kBlock * p.Dv), v_t(p.Dv * kBlock), s(kBlock * kBlock), ds(kBlock * kBlock),
+        dk(kBlock * width_q), dv(kBlock * width_v) {}
 
   void run(const Problem& p, int64_t n, A scale, const T* pg, const Strided& lg, const T* pq, const Strided& lq,
            const T* pk, const Strided& lk, const T* pv, const Strided& lv, const T* out, const A* lse, T* gq, T* gk,
            T* gv) {
-    const int64_t D = p.D, Dv = p.Dv;
+    const int64_t D = p.D, Dv = p.Dv, wq = width_q, wv = width_v;
+    read_tile(pq, lq, n, 0, p.Tq, D, scale, q.data(), p.Tq + kRows, wq);
+    read_tile(pg, lg, n, 0, p.Tq, Dv, A(1), dout.data(), p.Tq + kRows, wv);
     for (int64_t i = 0; i < p.Tq; ++i) {
       A sum = 0;
-      for (int64_t e = 0; e < Dv; ++e)
-        sum += static_cast<A>(pg[lg.at(n, i, e)]) * static_cast<A>(out[(n * p.Tq + i) * Dv + e]);
+      for (int64_t e = 0; e < Dv; ++e) sum += dout[i * wv + e] * static_cast<A>(out[(n * p.Tq + i) * Dv + e]);
       delta[i] = sum;
     }
     std::fill(dq.begin(), dq.end(), A(0));
-    for (int64_t j0 = 0; j0 < p.Tk; j0 += kKeyBlock) {
-      const int64_t cols = std::min(kKeyBlock, p.Tk - j0);
-      for (int64_t c = 0; c < kKeyBlock; ++c) {  // zeros past the last key
-        for (int64_t d = 0; d < D; ++d)
-          k_t[d * kKeyBlock + c] = c < cols ? static_cast<A>(pk[lk.at(n, j0 + c, d)]) : A(0);
-        for (int64_t e = 0; e < Dv; ++e)
-          v_t[e * kKeyBlock + c] = c < cols ? static_cast<A>(pv[lv.at(n, j0 + c, e)]) : A(0);
-      }
+    for (int64_t j0 = 0; j0 < p.Tk; j0 += kBlock) {
+      const int64_t cols = std::min(kBlock, p.Tk - j0), padded_keys = round_up(cols, kRows);
+      read_tile(pk, lk, n, j0, cols, D, A(1), k.data(), kBlock, wq);  // zeros past the last key and D
+      transpose(k.data(), kBlock, wq, D, k_t.data());
+      read_tile(pv, lv, n, j0, cols, Dv, A(1), v.data(), kBlock, Dv);
+      transpose(v.data(), kBlock, Dv, Dv, v_t.data());
       std::fill(dk.begin(), dk.end(), A(0));
       std::fill(dv.begin(), dv.end(), A(0));
       const int64_t first = p.causal ? std::max<int64_t>(0, j0 - p.offset) : 0;  // earlier rows see none of it
-      for (int64_t i = first; i < p.Tq; i += kRowGroup) {
-        int64_t widest = 0;  // keys seen by the group's last row, the one that sees most
-        for (int64_t r = 0; r < kRowGroup; ++r) {
-          A *q_r = &q[r * D], *dout_r = &dout[r * Dv], *p_r = &s[r * kKeyBlock], *ds_r = &ds[r * kKeyBlock];
-          // Past Tq, and past each row's last key, rows are zeros: they add nothing below.
-          const int64_t seen = i + r < p.Tq ? std::min(cols, p.visible(i + r) - j0) : 0;
-          std::fill_n(q_r, D, A(0));
-          std::fill_n(dout_r, Dv, A(0));
-          std::fill_n(p_r, kKeyBlock, A(0));
-          std::fill_n(ds_r, kKeyBlock, A(0));
-          if (seen <= 0) continue;
-          widest = seen;
-          for (int64_t d = 0; d < D; ++d) q_r[d] = static_cast<A>(pq[lq.at(n, i + r, d)]);
-          for (int64_t e = 0; e < Dv; ++e) dout_r[e] = static_cast<A>(pg[lg.at(n, i + r, e)]);
-          A scores[kKeyBlock], dp[kKeyBlock];
-          row_times_tile(q_r, k_t.data(), D, scores);
-          row_times_tile(dout_r, v_t.data(), Dv, dp);
-          const A lse_i = lse[n * p.Tq + i + r], delta_i = delta[i + r];
-          for (int64_t c = 0; c < seen; ++c) {
-            p_r[c] = std::exp(scores[c] * scale - lse_i);
-            ds_r[c] = p_r[c] * (dp[c] - delta_i);
-          }
-          add_row_times_tile_t(ds_r, k_t.data(), D, &dq[(i + r) * D]);
+      for (int64_t i0 = first; i0 < p.Tq; i0 += kBlock) {
+        const int64_t rows = std::min(kBlock, p.Tq - i0), padded = round_up(rows, kRows);
+        // Scores and dp, each causal row group only up to the last key its last row sees.
+        std::fill(s.begin(), s.end(), A(0));
+        std::fill(ds.begin(), ds.end(), A(0));
+        for (int64_t r0 = 0; r0 < padded; r0 += kRows) {
+          const int64_t scored = round_up(p.seen(i0 + std::min(r0 + kRows, rows) - 1, j0, cols), kLanes);
+          add_product(&q[(i0 + r0) * wq], wq, 1, k_t.data(), kBlock, kRows, D, scored, &s[r0 * kBlock], kBlock);
+          add_product(&dout[(i0 + r0) * wv], wv, 1, v_t.data(), kBlock, kRows, Dv, scored, &ds[r0 * kBlock], kBlock);
         }
-        // dk and dv take the whole group at once: each of their rows is loaded and stored once
-        // per kRowGroup query rows rather than once per row.
-        for (int64_t c = 0; c < widest; ++c) {
-          const A p0 = s[c], p1 = s[kKeyBlock + c], p2 = s[2 * kKeyBlock + c], p3 = s[3 * kKeyBlock + c];
-          const A s0 = ds[c], s1 = ds[kKeyBlock + c], s2 = ds[2 * kKeyBlock + c], s3 = ds[3 * kKeyBlock + c];
-          A* dv_c = &dv[c * Dv];
-          A* dk_c = &dk[c * D];
-          for (int64_t e = 0; e < Dv; ++e)
-            dv_c[e] += p0 * dout[e] + p1 * dout[Dv + e] + p2 * dout[2 * Dv + e] + p3 * dout[3 * Dv + e];
-          for (int64_t d = 0; d < D; ++d)
-            dk_c[d] += s0 * q[d] + s1 * q[D + d] + s2 * q[2 * D + d] + s3 * q[3 * D + d];
+        for (int64_t r = 0; r < padded; ++r) {
+          A *p_r = &s[r * kBlock], *ds_r = &ds[r * kBlock];
+          // Rows past Tq, and keys past a row's last one, get p = ds = 0 and add nothing below.
+          const int64_t seen = r < rows ? p.seen(i0 + r, j0, cols) : 0;
+          if (seen == 0) {
+            std::fill_n(p_r, kBlock, A(0));
+            std::fill_n(ds_r, kBlock, A(0));
+            continue;
+          }
+          exp_row(p_r, seen, lse[n * p.Tq + i0 + r]);
+          const A delta_i = delta[i0 + r];
+          for (int64_t c = 0; c < kBlock; ++c) ds_r[c] = p_r[c] * (ds_r[c] - delta_i);
+        }
+        // dv += p^T dout and dk += ds^T (scale q), the tiles read transposed through their strides;
+        // each group of keys sums only over the query rows from the first that sees it.
+        for (int64_t c0 = 0; c0 < padded_keys; c0 += kRows) {
+          const int64_t from = p.first_seeing(j0 + c0, i0) - i0;
+          if (from >= padded) continue;
+          add_product(&s[from * kBlock + c0], 1, kBlock, &dout[(i0 + from) * wv], wv, kRows, padded - from, wv,
+                      &dv[c0 * wv], wv);
+          add_product(&ds[from * kBlock + c0], 1, kBlock, &q[(i0 + from) * wq], wq, kRows, padded - from, wq,
+                      &dk[c0 * wq], wq);
+        }
+        for (int64_t r0 = 0; r0 < padded; r0 += kRows) {
+          const int64_t keys = p.seen(i0 + std::min(r0 + kRows, rows) - 1, j0, cols);
+          add_product(&ds[r0 * kBlock], kBlock, 1, k.data(), wq, kRows, keys, wq, &dq[(i0 + r0) * wq], wq);
         }
       }
       for (int64_t c = 0; c < cols; ++c) {
-        for (int64_t d = 0; d < D; ++d) gk[(n * p.Tk + j0 + c) * D + d] = convert<T>(dk[c * D + d] * scale);
-        for (int64_t e = 0; e < Dv; ++e) gv[(n * p.Tk + j0 + c) * Dv + e] = convert<T>(dv[c * Dv + e]);
+        for (int64_t d = 0; d < D; ++d) gk[(n * p.Tk + j0 + c) * D + d] = convert<T>(dk[c * wq + d]);
+        for (int64_t e = 0; e < Dv; ++e) gv[(n * p.Tk + j0 + c) * Dv + e] = convert<T>(dv[c * wv + e]);
       }
     }
     for (int64_t i = 0; i < p.Tq; ++i) {
       const A none = std::numeric_limits<A>::quiet_NaN();  // a row that saw no key, as its output
       for (int64_t d = 0; d < D; ++d)
-        gq[(n * p.Tq + i) * D + d] = convert<T>(p.visible(i) > 0 ? dq[i * D + d] * scale : none);
+        gq[(n * p.Tq + i) * D + d] = convert<T>(p.visible(i) > 0 ? dq[i * wq + d] * scale : none);
     }
   }
 };
@@ -284,7 +410,7 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
     T* out = f.out.data<T>();
     A* lse = f.lse.data<A>();
-    const int64_t blocks = (p.Tq + kQueryBlock - 1) / kQueryBlock;
+    const int64_t blocks = (p.Tq + kBlock - 1) / kBlock;
 #pragma omp parallel if (worth_threads(p))
     {
       ForwardTile<T> tile(p);
@@ -292,7 +418,7 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
       // threads free up; each task's result does not depend on which thread runs it.
 #pragma omp for schedule(dynamic)
       for (int64_t task = 0; task < p.batch * blocks; ++task)
-        tile.run(p, task / blocks, (task % blocks) * kQueryBlock, static_cast<A>(scale), pq, lq, pk, lk, pv, lv, out,
+        tile.run(p, task / blocks, (task % blocks) * kBlock, static_cast<A>(scale), pq, lq, pk, lk, pv, lv, out,
                  lse);
     }
   });
