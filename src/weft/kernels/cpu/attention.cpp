@@ -9,7 +9,7 @@
 
 #include "weft/core/convert.h"
 #include "weft/core/threads.h"
-#include "weft/kernels/cpu/exp_avx512.h"
+#include "weft/kernels/cpu/exp_avx512.h"  // and <immintrin.h>, with GCC 12's false warnings off
 
 namespace weft::cpu {
 
@@ -124,10 +124,10 @@ void transpose(const A* src, int64_t rows, int64_t width, int64_t cols, A* dst) 
 // ---- tile products and row softmax: plain loops (the f64 path), AVX-512 for f32 ----
 //
 // The first version used fixed-width loops and std::exp: on a quiet machine the fused op took
-// 1.5x to 2.2x the composed op's time (oneDNN GEMMs + softmax), because a 64^3 tile product ran at
-// 43 GFLOP/s and libm's scalar expf, called once per score and again per score in the backward,
-// cost more than the products. The AVX-512 kernels keep a 4 x 64 block of the result in
-// registers across the whole depth and take 16 exponentials per instruction sequence.
+// 1.5x to 2.2x the composed op's time (oneDNN GEMMs + softmax), with a 64^3 tile product at 43
+// GFLOP/s and one scalar libm expf per score in the forward and again in the backward. The
+// AVX-512 kernels keep a 4 x 64 block of the result in registers across the whole depth and take
+// 16 exponentials at once (docs/attention.md has what each step was worth).
 
 // c[r * ldc + j] += sum_k a[r * a_row + k * a_depth] * b[k * ldb + j] for r < rows, j < width: a
 // [rows, depth] read through two strides (so the transposed probabilities in dv += p^T dout need
@@ -173,8 +173,8 @@ void add_product_block(const float* a, int64_t a_row, int64_t a_depth, const flo
     for (int v = 0; v < vectors; ++v) {
       b_k[v] = _mm512_loadu_ps(b + k * ldb + v * kLanes);
       // An empty asm that "changes" the register: otherwise GCC folds the load into each of the
-      // kRows FMAs that use it, 20 loads per k instead of 8, and the tile products ran 20% to 30%
-      // slower (T = 64, one thread).
+      // kRows FMAs that use it, 20 loads per k instead of 8, and the whole forward or backward
+      // took 20% to 30% longer ([8, 4, 64, 64], one thread).
       asm("" : "+v"(b_k[v]));
     }
     for (int r = 0; r < kRows; ++r) {

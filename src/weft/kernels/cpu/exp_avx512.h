@@ -1,6 +1,6 @@
 // exp of 16 floats at once with AVX-512, for the softmax inside fused attention (kernels/cpu/
-// attention.cpp), where libm's scalar expf took more time than the tile products around it. GCC
-// only calls libm's vector expf under -ffast-math, which weft does not build with.
+// attention.cpp), which needs one exponential per score in the forward and again in the backward.
+// GCC only calls libm's vector expf under -ffast-math, which weft does not build with.
 //
 // The method is Cephes' expf: x = n ln 2 + r with n = round(x / ln 2) and |r| <= ln 2 / 2 (ln 2
 // split in two constants so n ln 2 is exact enough), e^r by a degree-7 polynomial, and the result
