@@ -9,7 +9,18 @@
 
 #include "weft/core/convert.h"
 #include "weft/core/threads.h"
-#include "weft/kernels/cpu/exp_avx512.h"  // and <immintrin.h>, with GCC 12's false warnings off
+#include "weft/kernels/cpu/fast_math.h"
+
+#ifdef __AVX512F__
+// GCC 12's AVX-512 headers start broadcasts from _mm512_undefined_ps(), which -Wuninitialized
+// reports wherever they are inlined (GCC bug 105593, fixed in GCC 13); the diagnostic is keyed to
+// the header's lines, so silencing it around the include covers every use below.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 
 namespace weft::cpu {
 
@@ -121,13 +132,13 @@ void transpose(const A* src, int64_t rows, int64_t width, int64_t cols, A* dst) 
     for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * width + c];
 }
 
-// ---- tile products and row softmax: plain loops (the f64 path), AVX-512 for f32 ----
+// ---- tile products and row softmax: plain loops (the f64 path), vectorised for f32 ----
 //
 // The first version used fixed-width loops and std::exp: on a quiet machine the fused op took
 // 1.5x to 2.2x the composed op's time (oneDNN GEMMs + softmax), with a 64^3 tile product at 43
 // GFLOP/s and one scalar libm expf per score in the forward and again in the backward. The
-// AVX-512 kernels keep a 4 x 64 block of the result in registers across the whole depth and take
-// 16 exponentials at once (docs/attention.md has what each step was worth).
+// AVX-512 product kernel keeps a 4 x 64 block of the result in registers across the whole depth,
+// and the exponentials are vectorised (docs/attention.md has what each step was worth).
 
 // c[r * ldc + j] += sum_k a[r * a_row + k * a_depth] * b[k * ldb + j] for r < rows, j < width: a
 // [rows, depth] read through two strides (so the transposed probabilities in dv += p^T dout need
@@ -215,17 +226,18 @@ float row_max(const float* s, int64_t n) {
   return _mm512_reduce_max_ps(top);
 }
 
-float exp_row(float* s, int64_t n, float shift) {
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t c = 0; c < kBlock; c += kLanes) {
-    const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(s + c), _mm512_set1_ps(shift));
-    const __m512 e = _mm512_maskz_mov_ps(first_lanes(n - c), exp_avx512(x));
-    _mm512_storeu_ps(s + c, e);
-    sum = _mm512_add_ps(sum, e);
-  }
-  return _mm512_reduce_add_ps(sum);
-}
 #endif
+
+// f32 (the f32, bf16 and f16 inputs): fast_exp, which GCC vectorises, instead of a libm call per
+// score. Its clamp makes exp of a score 87 below the row's maximum 1e-38 rather than 0, nothing
+// beside the maximum's 1.
+float exp_row(float* s, int64_t n, float shift) {
+  for (int64_t c = 0; c < kBlock; ++c) s[c] = c < n ? fast_exp(s[c] - shift) : 0.0f;
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < kBlock; ++c) sum += s[c];
+  return sum;
+}
 
 // ---- forward ----
 
