@@ -26,10 +26,10 @@
 // tiles, plus in the backward f32 copies of q and dout and the dq accumulator, [Tq + 4, D or Dv
 // rounded up to 16] each, and D_i.
 //
-// Speed: the tile products (64 x 64 blocks) and the exponentials run as AVX-512 kernels for the f32
-// computation (f32, bf16, f16 inputs) when weft is built for an AVX-512 machine (-march=native, the
-// default); f64, and f32 elsewhere, run the plain loops beside them. Causal tiles on the diagonal
-// compute only the keys each group of four rows sees.
+// Speed: for the f32 computation (f32, bf16, f16 inputs) the tile products (64 x 64 blocks) run as
+// an AVX-512 kernel when weft is built for an AVX-512 machine (-march=native, the default), and the
+// exponentials as fast_exp (fast_math.h); f64, and f32 products elsewhere, run the plain loops
+// beside them. Causal tiles on the diagonal compute only the keys each group of four rows sees.
 //
 // reference:: are plain f64 loops over whole rows (materialising each row's probabilities), the
 // definition the tests hold the fused kernels to.
