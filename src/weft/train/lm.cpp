@@ -291,7 +291,7 @@ LMResult train_language_model(const LMOptions& o, std::ostream& log, bool intera
     for (int i = 0; i < 5; ++i) {
       const Clock::time_point t = Clock::now();
       accumulate_step(model, optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler ? &*scaler : nullptr,
-                      state.step, log);
+                      state.step, log, /*tally_correct=*/false);
       if (i >= 2) seconds += seconds_since(t);
     }
     optimizer.zero_grad();
@@ -359,7 +359,7 @@ LMResult train_language_model(const LMOptions& o, std::ostream& log, bool intera
     data::Batch batch = batch_at(state.step);
     optim::set_scheduled_lr(optimizer, *schedule, state.step);
     StepTally tally = accumulate_step(model, optimizer, batch, micro_batch, o.auto_batch, low_precision,
-                                      scaler ? &*scaler : nullptr, state.step, log);
+                                      scaler ? &*scaler : nullptr, state.step, log, /*tally_correct=*/false);
     if (o.clip_grad > 0) {
       if (scaler) scaler->unscale_(optimizer);
       optim::clip_grad_norm(model.parameters(), o.clip_grad);

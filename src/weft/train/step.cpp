@@ -36,7 +36,8 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
 }
 
 StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
-                               std::optional<DType> low_precision, const amp::GradScaler* scaler) {
+                               std::optional<DType> low_precision, const amp::GradScaler* scaler,
+                               bool tally_correct) {
   StepTally tally;
   const int64_t samples = batch.targets.size(0);
   const double predictions = static_cast<double>(batch.targets.numel());
@@ -53,18 +54,18 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
     Tensor loss = mul(loss_sum, 1.0 / predictions);
     (scaler ? scaler->scale(loss) : loss).backward();
     tally.loss_sum += loss_sum.item();
-    tally.correct += count_correct(logits, targets);
+    if (tally_correct) tally.correct += count_correct(logits, targets);
   }
   return tally;
 }
 
 StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
-                          const amp::GradScaler* scaler, int64_t step, std::ostream& log) {
+                          const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct) {
   for (;;) {
     optimizer.zero_grad();
     try {
-      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler);
+      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct);
     } catch (const OutOfMemoryError& e) {
       // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
       // batch, so the update, stays the same.

@@ -29,7 +29,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets);
 
 struct StepTally {
   double loss_sum = 0;  // summed cross-entropy of the batch's predictions
-  int64_t correct = 0;  // predictions whose argmax is the target
+  int64_t correct = 0;  // predictions whose argmax is the target, when asked for
 };
 // Forward and backward of one batch in micro-batches of `micro_batch` samples (rows of
 // batch.inputs), under autocast to `low_precision` when given, the loss scaled by `scaler` when
@@ -37,15 +37,18 @@ struct StepTally {
 // targets [N], [N, T, vocab] for targets [N, T]. Each micro-batch's loss is its summed
 // cross-entropy divided by the whole batch's number of predictions, so the accumulated gradients
 // are those of the batch's mean loss however it is cut. The optimizer step is the caller's.
+// `tally_correct` counts correct predictions: an argmax over every class, which a language
+// model's vocabulary makes a visible part of the step, so it does not ask.
 StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
-                               std::optional<DType> low_precision, const amp::GradScaler* scaler);
+                               std::optional<DType> low_precision, const amp::GradScaler* scaler,
+                               bool tally_correct = true);
 
 // zero_grad and accumulate_gradients; with `auto_batch`, an OutOfMemoryError halves
 // `micro_batch` (said on `log`) and redoes the step from scratch, so the update stays the same.
 // Without it, or at a micro-batch of 1, the error propagates.
 StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
-                          const amp::GradScaler* scaler, int64_t step, std::ostream& log);
+                          const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct = true);
 
 // optimizer.step(), or for fp16 the scaler's step and update, telling `log` about skipped steps
 // and a loss scale stuck at its minimum. Returns whether the parameters were updated.

@@ -9,8 +9,11 @@
 // -1. Its error is absolute, about 1e-7 (tested): near 0 the relative error grows, which GELU,
 // the one user, never sees (it adds 1 to the result and multiplies by x, which also carries NaN
 // through).
+// The f64 overloads are libm's, so kernels templated on their accumulation type call fast_exp
+// for both.
 #pragma once
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace weft::cpu {
@@ -38,5 +41,9 @@ namespace weft::cpu {
   const float e = fast_exp(2 * clamped);
   return (e - 1) / (e + 1);
 }
+
+// f64 is the reference precision (gradient checks run in it): libm, exactly.
+inline double fast_exp(double x) { return std::exp(x); }
+inline double fast_tanh(double x) { return std::tanh(x); }
 
 }  // namespace weft::cpu

@@ -9,6 +9,7 @@
 
 #include "weft/core/convert.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cpu/fast_math.h"
 
 namespace weft::cpu {
 
@@ -53,26 +54,45 @@ void for_each_lane(const Lanes& l, RowFn&& row, BlockFn&& block) {
 
 // ---- forward ----
 
+// The max and the sum of exp(x - m) of a contiguous row, in 16 partial results: GCC vectorises
+// those loops but not a single running max or sum, whose order it may not change. The partial
+// results combine in a fixed order, so the result does not depend on threads.
+constexpr int64_t kLanes = 16;
+
+template <typename A, typename T>
+A row_max(const T* x, int64_t n) {
+  A part[kLanes];
+  std::fill_n(part, kLanes, -std::numeric_limits<A>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) part[j] = std::max(part[j], static_cast<A>(x[i + j]));
+  for (; i < n; ++i) part[0] = std::max(part[0], static_cast<A>(x[i]));
+  return *std::max_element(part, part + kLanes);
+}
+
+template <typename A, typename T>
+A row_sum_exp(const T* x, int64_t n, A m) {
+  A part[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) part[j] += fast_exp(static_cast<A>(x[i + j]) - m);
+  for (; i < n; ++i) part[0] += fast_exp(static_cast<A>(x[i]) - m);
+  A s = 0;
+  for (A p : part) s += p;
+  return s;
+}
+
 template <typename T, bool Log>
 void softmax_row(const T* x, T* y, int64_t n) {
   using A = acc_type<T>;
-  A m = -std::numeric_limits<A>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<A>(x[i]));
-  A s = 0;
+  const A m = row_max<A>(x, n);
+  const A s = row_sum_exp<A>(x, n, m);
   if constexpr (Log) {
-    for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<A>(x[i]) - m);
     const A shift = m + std::log(s);
     for (int64_t i = 0; i < n; ++i) y[i] = convert<T>(static_cast<A>(x[i]) - shift);
-  } else if constexpr (std::is_same_v<T, A>) {
-    // Storing exp in y and scaling afterwards costs one exp per element; for 16-bit storage
-    // that would round twice, so those recompute exp instead.
-    for (int64_t i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - m));
-    const A r = A(1) / s;
-    for (int64_t i = 0; i < n; ++i) y[i] *= r;
   } else {
-    for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<A>(x[i]) - m);
     const A r = A(1) / s;
-    for (int64_t i = 0; i < n; ++i) y[i] = convert<T>(std::exp(static_cast<A>(x[i]) - m) * r);
+    for (int64_t i = 0; i < n; ++i) y[i] = convert<T>(fast_exp(static_cast<A>(x[i]) - m) * r);
   }
 }
 
@@ -86,7 +106,7 @@ void softmax_block(const T* x, T* y, int64_t n, int64_t inner, int64_t w) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < w; ++j) m[j] = std::max(m[j], static_cast<A>(x[i * inner + j]));
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < w; ++j) s[j] += std::exp(static_cast<A>(x[i * inner + j]) - m[j]);
+    for (int64_t j = 0; j < w; ++j) s[j] += fast_exp(static_cast<A>(x[i * inner + j]) - m[j]);
   if constexpr (Log) {
     for (int64_t j = 0; j < w; ++j) m[j] += std::log(s[j]);
     for (int64_t i = 0; i < n; ++i)
@@ -95,7 +115,7 @@ void softmax_block(const T* x, T* y, int64_t n, int64_t inner, int64_t w) {
     for (int64_t j = 0; j < w; ++j) s[j] = A(1) / s[j];
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < w; ++j)
-        y[i * inner + j] = convert<T>(std::exp(static_cast<A>(x[i * inner + j]) - m[j]) * s[j]);
+        y[i * inner + j] = convert<T>(fast_exp(static_cast<A>(x[i * inner + j]) - m[j]) * s[j]);
   }
 }
 
@@ -130,7 +150,7 @@ void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n) {
   if constexpr (Log) {
     for (int64_t i = 0; i < n; ++i) s += static_cast<A>(g[i]);
     for (int64_t i = 0; i < n; ++i)
-      dx[i] = convert<T>(static_cast<A>(g[i]) - std::exp(static_cast<A>(y[i])) * s);
+      dx[i] = convert<T>(static_cast<A>(g[i]) - fast_exp(static_cast<A>(y[i])) * s);
   } else {
     for (int64_t i = 0; i < n; ++i) s += static_cast<A>(g[i]) * static_cast<A>(y[i]);
     for (int64_t i = 0; i < n; ++i)
@@ -152,7 +172,7 @@ void softmax_backward_block(const T* g, const T* y, T* dx, int64_t n, int64_t in
     for (int64_t j = 0; j < w; ++j) {
       const int64_t k = i * inner + j;
       const A gk = static_cast<A>(g[k]), yk = static_cast<A>(y[k]);
-      dx[k] = convert<T>(Log ? gk - std::exp(yk) * s[j] : yk * (gk - s[j]));
+      dx[k] = convert<T>(Log ? gk - fast_exp(yk) * s[j] : yk * (gk - s[j]));
     }
 }
 
@@ -224,21 +244,24 @@ ClassLayout check_cross_entropy(const Tensor& logits, const Tensor& target, int6
   return c;
 }
 
-// One position: classes at p[c * st]. Returns its loss and writes its log-sum-exp. Callers pass
-// a literal st = 1 for [N, C] logits so the inlined loops are unit-stride.
+// One position: classes at p[c * st]. Returns its loss and writes its log-sum-exp. [N, C]
+// logits (st = 1) take the vectorised row loops; others walk the strided classes.
 template <typename T>
 acc_type<T> cross_entropy_position(const T* p, int64_t C, int64_t st, int64_t t, double eps, acc_type<T>* lse) {
   using A = acc_type<T>;
-  A m = -std::numeric_limits<A>::infinity(), s = 0, total = 0;
-  for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<A>(p[c * st]));
-  for (int64_t c = 0; c < C; ++c) {
-    const A v = static_cast<A>(p[c * st]);
-    s += std::exp(v - m);
-    total += v;
+  A m = -std::numeric_limits<A>::infinity(), s = 0;
+  if (st == 1) {
+    m = row_max<A>(p, C);
+    s = row_sum_exp<A>(p, C, m);
+  } else {
+    for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<A>(p[c * st]));
+    for (int64_t c = 0; c < C; ++c) s += fast_exp(static_cast<A>(p[c * st]) - m);
   }
   *lse = m + std::log(s);
   const A nll = *lse - static_cast<A>(p[t * st]);
   if (eps == 0) return nll;
+  A total = 0;
+  for (int64_t c = 0; c < C; ++c) total += static_cast<A>(p[c * st]);
   return A(1 - eps) * nll + A(eps) * (*lse - total / A(C));
 }
 
@@ -248,7 +271,7 @@ void cross_entropy_backward_position(const T* p, T* dx, int64_t C, int64_t st, i
   using A = acc_type<T>;
   const A off = A(eps / static_cast<double>(C)), on = A(1 - eps) + off;
   for (int64_t c = 0; c < C; ++c) {
-    const A prob = std::exp(static_cast<A>(p[c * st]) - lse);
+    const A prob = fast_exp(static_cast<A>(p[c * st]) - lse);
     dx[c * st] = convert<T>((prob - (c == t ? on : off)) * g);
   }
 }
