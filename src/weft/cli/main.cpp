@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   weft::cli::add_plan_command(app, run);
   weft::cli::add_quant_commands(app, run);
   weft::cli::add_tokenize_commands(app, run);
+  weft::cli::add_generate_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

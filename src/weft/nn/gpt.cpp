@@ -1,6 +1,7 @@
 #include "weft/nn/gpt.h"
 
 #include <cmath>
+#include <vector>
 
 #include "weft/nn/init.h"
 #include "weft/nn/transformer.h"
@@ -47,6 +48,29 @@ Tensor GPT::forward(const Tensor& tokens) {
   Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
   x = ln_f->forward(h->forward(x));
   return linear(x, wte->weight, Tensor());
+}
+
+Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
+  WEFT_CHECK(tokens.defined() && tokens.dim() == 2, ShapeError, "GPT: expected tokens [B, T], got ",
+             tokens.defined() ? shape_str(tokens.shape()) : "undefined");
+  const int64_t B = tokens.size(0), T = tokens.size(1), start = cache.length();
+  WEFT_CHECK(cache.layers() == config.layers && cache.batch() == B, ShapeError, "GPT: a KV cache of ", cache.layers(),
+             " layers for batch ", cache.batch(), " cannot serve ", config.layers, " layers at batch ", B,
+             " (make it with make_kv_cache)");
+  WEFT_CHECK(T >= 1 && start + T <= config.context, ShapeError, "GPT: ", start, " cached and ", T,
+             " new tokens do not fit the context of ", config.context);
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = start + t;
+  Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(Tensor::from_vector(positions, {T}))));
+  // h's children are the TransformerBlocks the constructor made.
+  for (int64_t i = 0; i < config.layers; ++i)
+    x = static_cast<TransformerBlock&>(*(*h)[static_cast<size_t>(i)]).forward(x, cache, i);
+  cache.advance(T);
+  return linear(ln_f->forward(x), wte->weight, Tensor());
+}
+
+KVCache GPT::make_kv_cache(int64_t batch) const {
+  return KVCache(config.layers, batch, config.heads, config.context, config.dim / config.heads);
 }
 
 void GPT::set_checkpoint_activations(bool on) { h->set_checkpoint_segments(on ? config.layers : 0); }

@@ -12,12 +12,18 @@
 // LayerNorms one and zero, and the two projections that write into the residual stream
 // (attn.c_proj and mlp.c_proj) ~ N(0, 0.02 / sqrt(2 layers)), so the residual's variance does
 // not grow with depth.
+//
+// Generation (nn/generate.h) runs the cached forward: with a KVCache from make_kv_cache, tokens
+// holds only the positions after the cache's length(), so a prompt is one forward and each new
+// token one more of a single position. Positions continue from the cache's length, and the
+// logits equal those of the uncached forward over the whole sequence at the same positions.
 #pragma once
 #include <cstdint>
 #include <memory>
 
 #include "weft/nn/activation.h"
 #include "weft/nn/container.h"
+#include "weft/nn/kv_cache.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/norm.h"
 
@@ -40,6 +46,12 @@ class GPT : public Module {
   explicit GPT(const GPTConfig& config);
   // tokens: i64 [B, T] with 1 <= T <= context and every id below vocab (IndexError otherwise).
   Tensor forward(const Tensor& tokens) override;
+  // tokens: i64 [B, T], the positions cache.length() .. cache.length() + T - 1 -> their logits
+  // [B, T, vocab]; appends their keys and values to the cache. Past the context → ShapeError.
+  // Inference only (under NoGradGuard; see KVCache).
+  Tensor forward(const Tensor& tokens, KVCache& cache);
+  // An empty cache for `batch` sequences of up to `context` tokens, one layer per block.
+  KVCache make_kv_cache(int64_t batch = 1) const;
   // Recompute each block's activations in backward instead of keeping them (all blocks but the
   // last; see Sequential::set_checkpoint_segments).
   void set_checkpoint_activations(bool on);

@@ -15,14 +15,19 @@ MultiheadAttention::MultiheadAttention(int64_t dim, int64_t num_heads, double dr
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(dropout));
 }
 
-Tensor MultiheadAttention::forward(const Tensor& x) {
+Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x, nullptr, 0); }
+
+Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, int64_t layer) { return attend(x, &cache, layer); }
+
+Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, int64_t layer) {
   WEFT_CHECK(x.defined() && x.dim() == 3 && x.size(2) == dim, ShapeError, "MultiheadAttention(", dim,
              "): expected x [B, T, ", dim, "], got ", x.defined() ? shape_str(x.shape()) : "undefined");
   const int64_t B = x.size(0), T = x.size(1), head_dim = dim / num_heads;
   // [B, T, 3 * dim] -> q, k, v each [B, T, dim] -> [B, heads, T, head_dim] (views, no copies).
   std::vector<Tensor> qkv = split(c_attn->forward(x), dim, 2);
   for (Tensor& t : qkv) t = t.view({B, T, num_heads, head_dim}).transpose(1, 2);
-  Tensor y = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*causal=*/true);
+  auto [k, v] = cache ? cache->append(layer, qkv[1], qkv[2]) : std::pair{qkv[1], qkv[2]};
+  Tensor y = scaled_dot_product_attention(qkv[0], k, v, /*causal=*/true);
   y = y.transpose(1, 2).reshape({B, T, dim});  // heads side by side again
   return resid_dropout->forward(c_proj->forward(y));
 }
@@ -50,6 +55,11 @@ TransformerBlock::TransformerBlock(int64_t dim, int64_t num_heads, int64_t mlp_r
 
 Tensor TransformerBlock::forward(const Tensor& x) {
   Tensor h = add(x, attn->forward(ln_1->forward(x)));
+  return add(h, mlp->forward(ln_2->forward(h)));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, KVCache& cache, int64_t layer) {
+  Tensor h = add(x, attn->forward(ln_1->forward(x), cache, layer));
   return add(h, mlp->forward(ln_2->forward(h)));
 }
 

@@ -7,24 +7,32 @@
 #include <memory>
 
 #include "weft/nn/activation.h"
+#include "weft/nn/kv_cache.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/norm.h"
 
 namespace weft::nn {
 
 // x [B, T, dim] -> [B, T, dim]; each position attends to itself and the positions before it.
+// With a KVCache, x holds the T positions that follow the cache's length(): their keys and values
+// are appended to the cache's `layer` and each attends to every cached position and the new ones
+// up to itself (the causal alignment of scaled_dot_product_attention with Tq < Tk).
 // Dropout (training only) is applied to the output projection; attention-weight dropout would
 // need a dropout argument in scaled_dot_product_attention, which it does not have.
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t dim, int64_t num_heads, double dropout = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
   std::string extra_repr() const override;
 
   const int64_t dim, num_heads;
   std::shared_ptr<Linear> c_attn;  // dim -> 3 * dim: q, k, v side by side
   std::shared_ptr<Linear> c_proj;  // dim -> dim
   std::shared_ptr<Dropout> resid_dropout;
+
+ private:
+  Tensor attend(const Tensor& x, KVCache* cache, int64_t layer);  // no cache: x is the whole sequence
 };
 
 // Linear(dim, hidden) -> GELU(tanh) -> Linear(hidden, dim) -> Dropout.
@@ -39,11 +47,13 @@ class FeedForward : public Module {
   std::shared_ptr<Dropout> dropout;
 };
 
-// Pre-LN: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
+// Pre-LN: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)). The cached forward passes the cache and
+// this block's layer index to attn.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t dim, int64_t num_heads, int64_t mlp_ratio = 4, double dropout = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
 
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<MultiheadAttention> attn;

@@ -1,0 +1,88 @@
+// `weft generate`: text from a GPT checkpoint of `weft train --model gpt` (src/weft/nn/generate.h).
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/cli/commands.h"
+#include "weft/core/threads.h"
+#include "weft/nn/generate.h"
+#include "weft/train/lm.h"
+
+namespace weft::cli {
+
+namespace {
+
+struct GenerateFlags {
+  std::string checkpoint, prompt, tokenizer;
+  nn::GenerateOptions options{.temperature = 0.8};
+  bool max_tokens_given = false;  // otherwise: as many as the context has room for after the prompt
+  int threads = 0;
+  bool json = false;
+};
+
+void generate_text(GenerateFlags f) {
+  f.options.check();
+  WEFT_CHECK(f.threads >= 0, ValueError, "--threads must not be negative, got ", f.threads);
+  WEFT_CHECK(!f.prompt.empty(), ValueError, "--prompt is empty: give the model some text to continue");
+  if (f.threads > 0) set_num_threads(f.threads);
+  train::GPTCheckpoint checkpoint = train::load_gpt_checkpoint(f.checkpoint, f.tokenizer);
+  const data::Tokenizer& tokenizer = *checkpoint.tokenizer;
+  const std::vector<int32_t> encoded = tokenizer.encode(f.prompt);
+  std::vector<int64_t> ids(encoded.begin(), encoded.end());
+  const int64_t prompt_tokens = std::ssize(ids), context = checkpoint.model->config.context;
+  if (!f.max_tokens_given) f.options.max_tokens = std::max<int64_t>(0, context - prompt_tokens);
+  // A model trained with a larger --vocab than its tokenizer's has ids no text decodes to.
+  f.options.vocab_limit = tokenizer.vocab_size();
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> generated = nn::generate(*checkpoint.model, ids, f.options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t generated_tokens = std::ssize(generated);
+  const double tokens_per_s = generated_tokens > 0 ? static_cast<double>(generated_tokens) / seconds : 0;
+
+  ids.insert(ids.end(), generated.begin(), generated.end());
+  const std::string text = tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()));
+  std::cout << text << (text.ends_with('\n') ? "" : "\n") << "\n"
+            << generated_tokens << " tokens after a prompt of " << prompt_tokens << " in " << seconds << " s: "
+            << static_cast<int64_t>(tokens_per_s) << " tokens/s (context " << context << ", KV cache)\n";
+  if (f.json)
+    std::cout << nlohmann::json{{"text", text}, {"prompt_tokens", prompt_tokens}, {"generated_tokens", generated_tokens},
+                                {"tokens_per_s", tokens_per_s}, {"generate_s", seconds},
+                                {"temperature", f.options.temperature}, {"top_k", f.options.top_k},
+                                {"seed", f.options.seed}, {"context", context},
+                                {"tokenizer", tokenizer.identity()}}.dump(-1, ' ', false,
+                                                                          nlohmann::json::error_handler_t::replace)
+              << "\n";
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, std::function<void()>& run) {
+  auto f = std::make_shared<GenerateFlags>();
+  CLI::App* g = app.add_subcommand("generate", "continue a prompt with a GPT checkpoint (weft train --model gpt --out D)");
+  g->add_option("--checkpoint", f->checkpoint, "the directory weft train --out wrote, or its model.safetensors")
+      ->required();
+  g->add_option("--prompt", f->prompt, "the text to continue")->required();
+  CLI::Option* max_tokens = g->add_option(
+      "--max-tokens", f->options.max_tokens,
+      "tokens to generate; the prompt and these must fit the model's context (default: all that fit)");
+  g->add_option("--temperature", f->options.temperature, "0: greedy (always the most likely token)")
+      ->capture_default_str();
+  g->add_option("--top-k", f->options.top_k, "sample among the K most likely tokens (0: all)")->capture_default_str();
+  g->add_option("--seed", f->options.seed, "the same seed gives the same text")->capture_default_str();
+  g->add_option("--tokenizer", f->tokenizer,
+                "byte or a SentencePiece model; must be the checkpoint's (default: the one saved with it)");
+  g->add_option("--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
+  g->add_flag("--json", f->json, "print the result as one JSON object on the last line");
+  g->callback([&run, f, max_tokens] {
+    run = [f, max_tokens] {
+      GenerateFlags flags = *f;
+      flags.max_tokens_given = max_tokens->count() > 0;
+      generate_text(flags);
+    };
+  });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,44 @@
+// KVCache: the keys and values an autoregressive transformer has already computed, so that each
+// new token costs one position's work instead of the whole sequence's.
+//
+// For every attention layer it holds k and v as [batch, heads, capacity, head_dim], allocated
+// once: positions 0 .. length() - 1 are filled. A forward over T new tokens writes each layer's
+// new k and v into positions length() .. length() + T - 1 (a copy into place; nothing grows or
+// is reallocated) and attends over the views of positions 0 .. length() + T - 1; when every layer
+// has written, the model calls advance(T). A forward that fails part-way leaves length() as it
+// was, and the half-written slots are overwritten by the next one.
+//
+// Inference only: the copies into the cache are not recorded by autograd, so append refuses
+// keys or values that carry gradient history (run cached forwards under NoGradGuard).
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "weft/core/tensor.h"
+
+namespace weft::nn {
+
+class KVCache {
+ public:
+  KVCache(int64_t layers, int64_t batch, int64_t heads, int64_t capacity, int64_t head_dim, DType dtype = DType::f32);
+
+  int64_t layers() const { return static_cast<int64_t>(keys_.size()); }
+  int64_t batch() const { return keys_[0].size(0); }
+  int64_t capacity() const { return keys_[0].size(2); }
+  int64_t length() const { return length_; }  // positions filled, the same in every layer
+
+  // Writes k, v [batch, heads, T, head_dim] as `layer`'s positions length() .. length() + T - 1
+  // and returns its keys and values for positions 0 .. length() + T - 1 (views of the cache).
+  // More positions than the capacity → ShapeError; k or v requiring grad → ValueError.
+  std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& k, const Tensor& v);
+  // Marks T more positions filled, once every layer has appended them.
+  void advance(int64_t T);
+  void clear() { length_ = 0; }
+
+ private:
+  std::vector<Tensor> keys_, values_;  // one per layer
+  int64_t length_ = 0;
+};
+
+}  // namespace weft::nn
