@@ -13,11 +13,6 @@
 namespace weft::testing {
 namespace {
 
-nlohmann::json last_line_json(const std::string& output) {
-  const size_t start = output.rfind('\n', output.size() - 2);
-  return nlohmann::json::parse(output.substr(start == std::string::npos ? 0 : start + 1));
-}
-
 // One tiny byte-level GPT (context 32) and one with a SentencePiece tokenizer, trained once for
 // every test.
 class GenerateCli : public ::testing::Test {

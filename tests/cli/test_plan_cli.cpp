@@ -19,10 +19,7 @@ using testing::weft_cli;
 nlohmann::json plan_json(const std::string& args) {
   Outcome o = weft_cli("plan --json " + args);
   EXPECT_EQ(o.status, 0) << o.output;
-  std::string text = o.output;
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  const size_t start = text.rfind('\n');
-  return nlohmann::json::parse(start == std::string::npos ? text : text.substr(start + 1));
+  return testing::last_line_json(o.output);
 }
 
 void expect_usage_error(const std::string& args, const std::string& says) {

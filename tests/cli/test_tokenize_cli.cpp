@@ -16,6 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::contains;
 using testing::expect_usage_error;
+using testing::last_line_json;
 using testing::Outcome;
 using testing::weft_cli;
 
@@ -37,11 +38,6 @@ class TokenizeCliTest : public ::testing::Test {
   }
   fs::path dir_;
 };
-
-nlohmann::json last_line_json(const std::string& output) {
-  size_t start = output.rfind('\n', output.size() - 2);
-  return nlohmann::json::parse(output.substr(start == std::string::npos ? 0 : start + 1));
-}
 
 TEST_F(TokenizeCliTest, TrainsATokenizerAndEncodesShardsItsDatasetReads) {
   Outcome trained = weft_cli("tokenize train --vocab 320 --type bpe " + path("fortunes") + " --out " +

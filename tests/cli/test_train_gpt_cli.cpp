@@ -3,8 +3,6 @@
 
 #include <fstream>
 
-#include <nlohmann/json.hpp>
-
 #include "temp_dir.h"
 #include "weft_cli.h"
 
@@ -20,10 +18,9 @@ TEST(TrainGptCli, PrintsTheResultAsJson) {
   Outcome o = weft_cli("train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 3 --threads 1 "
                        "--data " + dir.file("text.txt") + " --out " + dir.file("run") + " --json");
   ASSERT_EQ(o.status, 0) << o.output;
-  const std::string last = o.output.substr(o.output.rfind('\n', o.output.size() - 2) + 1);
-  nlohmann::json result = nlohmann::json::parse(last);
+  nlohmann::json result = last_line_json(o.output);
   for (const char* key : {"train_tokens_per_s", "val_loss", "val_bits_per_byte", "params", "wall_s", "peak_allocated_bytes"})
-    EXPECT_TRUE(result.contains(key)) << key << " in " << last;
+    EXPECT_TRUE(result.contains(key)) << key << " in " << result.dump();
   EXPECT_EQ(result["steps"], 3);
   EXPECT_EQ(result["tokens"], 3 * 4 * 8);
   EXPECT_TRUE(contains(o.output, "weft generate --checkpoint " + dir.file("run"))) << o.output;

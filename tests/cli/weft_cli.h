@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "expect_error.h"
 
 namespace weft::testing {
@@ -26,6 +28,12 @@ inline Outcome weft_cli(const std::string& args) {
   int status = pclose(pipe);
   outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return outcome;
+}
+
+// The JSON object a command printed as its last line (--json).
+inline nlohmann::json last_line_json(const std::string& output) {
+  const size_t start = output.rfind('\n', output.size() - 2);
+  return nlohmann::json::parse(output.substr(start == std::string::npos ? 0 : start + 1));
 }
 
 // The error line, and that it is the only thing printed.

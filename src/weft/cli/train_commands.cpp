@@ -135,11 +135,10 @@ struct TrainFlags {
   train::LMOptions lm;                  // and the GPT-only ones here
 };
 
-void train_gpt(const TrainFlags& f) {
-  train::LMOptions o = f.lm;
-  if (f.epochs > 0) o.epochs = f.epochs;
+// The options both trainers have, under the same names.
+template <typename Options>
+void set_shared_options(const TrainFlags& f, Options& o) {
   if (f.batch_size > 0) o.batch_size = f.batch_size;
-  if (f.lr > 0) o.lr = f.lr;
   o.schedule = f.schedule;
   o.seed = f.seed;
   o.threads = f.threads;
@@ -151,6 +150,13 @@ void train_gpt(const TrainFlags& f) {
   o.checkpoint_activations = f.checkpoint_activations;
   o.auto_batch = f.auto_batch;
   if (!f.memory_limit.empty()) o.memory_limit = parse_bytes(f.memory_limit);
+}
+
+void train_gpt(const TrainFlags& f) {
+  train::LMOptions o = f.lm;
+  if (f.epochs > 0) o.epochs = f.epochs;
+  if (f.lr > 0) o.lr = f.lr;
+  set_shared_options(f, o);
   train::LMResult r = train::train_language_model(o, std::cout, monitor::stdout_is_terminal());
   std::cout << "validation loss " << r.val_loss << " nats/token";
   if (!std::isnan(r.val_bits_per_byte))
@@ -190,20 +196,9 @@ void train_image_classifier(const TrainFlags& f) {
                f.epochs);
     o.epochs = static_cast<int64_t>(f.epochs);
   }
-  if (f.batch_size > 0) o.batch_size = f.batch_size;
   o.lr = f.lr;
   o.optimizer = f.optimizer;
-  o.schedule = f.schedule;
-  o.seed = f.seed;
-  o.threads = f.threads;
-  o.out_dir = f.out_dir;
-  o.resume_dir = f.resume_dir;
-  o.log_every = f.log_every;
-  o.precision = f.precision;
-  o.grad_accum = f.grad_accum;
-  o.checkpoint_activations = f.checkpoint_activations;
-  o.auto_batch = f.auto_batch;
-  if (!f.memory_limit.empty()) o.memory_limit = parse_bytes(f.memory_limit);
+  set_shared_options(f, o);
   train(o, f.json);
 }
 
