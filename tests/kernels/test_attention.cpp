@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "thread_count.h"
+
 #include <cmath>
 
 #include "weft/core/random.h"
@@ -109,14 +111,7 @@ TEST(AttentionKernel, RowsThatSeeNoKeyAreNaN) {
   EXPECT_FALSE(std::isnan(out[2]) || std::isnan(out[5]));
 }
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using testing::ThreadCount;
 
 TEST(AttentionKernel, SameBitsOnAnyThreadCount) {
   Tensor q = randn({2, 3, 150, 32}, 1, DType::f32), k = randn({2, 3, 150, 32}, 2, DType::f32),

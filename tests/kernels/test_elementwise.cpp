@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "thread_count.h"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -131,14 +133,7 @@ void expect_result_layout(const Tensor& result, const Tensor& like, bool keeps_l
 }
 
 // Runs a body with a fixed thread count so the parallel split is exercised on any machine.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using testing::ThreadCount;
 
 const Shape kSmallShapes[] = {{3, 5}, {1, 7}, {7, 1}, {13, 17}};
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "thread_count.h"
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -18,14 +20,7 @@ namespace {
 
 using V = std::vector<double>;
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using testing::ThreadCount;
 
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype) {
   Generator gen(seed);
