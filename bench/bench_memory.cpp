@@ -17,7 +17,7 @@
 #include "weft/nn/transformer.h"
 #include "weft/ops/loss.h"
 #include "weft/optim/adam.h"
-#include "weft/train/trainer.h"
+#include "weft/train/step.h"
 
 using namespace weft;
 using Clock = std::chrono::steady_clock;

@@ -29,8 +29,9 @@ TEST(TrainGptCli, PrintsTheResultAsJson) {
 TEST(TrainGptCli, RejectsFlagsOfAnotherModel) {
   expect_usage_error(weft_cli("train --model cnn --layers 2"), "--layers is not a flag of --model cnn");
   expect_usage_error(weft_cli("train --model gpt --dataset mnist"), "--dataset is not a flag of --model gpt");
-  expect_usage_error(weft_cli("train --model gpt --optimizer sgd"), "--model gpt trains with adamw only");
-  expect_usage_error(weft_cli("train --model mlp --epochs 1.5"), "--epochs must be a whole number for mlp");
+  expect_usage_error(weft_cli("train --model cnn --tokenizer byte"), "--tokenizer is not a flag of --model cnn");
+  expect_usage_error(weft_cli("train --model mlp --epochs 0"), "--epochs must be a positive number, got 0");
+  expect_usage_error(weft_cli("train --model gpt --steps 0"), "--steps must be positive, got 0");
   expect_usage_error(weft_cli("train --model gpt --data /nonexistent/text"), "/nonexistent/text");
 }
 

@@ -1,4 +1,4 @@
-// The GPT training loop (train/lm.h): it learns, resumes bit-identically, and its checkpoints,
+// The GPT task of the trainer (train/language_task.cpp): it learns, resumes bit-identically, and its checkpoints,
 // tokenizers and options are checked.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include "weft/data/tokenizer.h"
 #include "weft/io/safetensors.h"
 #include "weft/train/lm.h"
+#include "weft/train/trainer.h"
 
 namespace weft::train {
 namespace {
@@ -28,11 +29,12 @@ class LMTest : public ::testing::Test {
   }
   std::string corpus() const { return dir_.file("corpus.txt"); }
 
-  LMOptions small(const std::string& out = "") const {
-    LMOptions o;
-    o.model = {.layers = 2, .heads = 2, .dim = 32, .context = 16, .vocab = 0};
-    o.data = {corpus()};
-    o.val_fraction = 0.1;
+  TrainOptions small(const std::string& out = "") const {
+    TrainOptions o;
+    o.model = "gpt";
+    o.text.gpt = {.layers = 2, .heads = 2, .dim = 32, .context = 16, .vocab = 0};
+    o.text.data = {corpus()};
+    o.text.val_fraction = 0.1;
     o.batch_size = 8;
     o.steps = 30;
     o.lr = 1e-2;
@@ -41,9 +43,9 @@ class LMTest : public ::testing::Test {
     if (!out.empty()) o.out_dir = dir_.file(out);
     return o;
   }
-  LMResult run(const LMOptions& o) {
+  TrainResult run(const TrainOptions& o) {
     std::ostringstream log;
-    LMResult r = train_language_model(o, log, false);
+    TrainResult r = train(o, log, false);
     log_ = log.str();
     return r;
   }
@@ -51,6 +53,8 @@ class LMTest : public ::testing::Test {
   testing::TempDir dir_;
   std::string log_;
 };
+
+double value(const TrainResult& r, const char* key) { return r.evaluation.at(key).get<double>(); }
 
 std::vector<float> weights_of(const std::string& dir) {
   std::vector<float> all;
@@ -60,51 +64,51 @@ std::vector<float> weights_of(const std::string& dir) {
 }
 
 TEST_F(LMTest, LearnsAndReportsBitsPerByte) {
-  LMResult r = run(small());
+  TrainResult r = run(small());
   EXPECT_EQ(r.steps, 30);
-  EXPECT_EQ(r.tokens, 30 * 8 * 16);
-  EXPECT_EQ(r.model.vocab, 256) << "the byte tokenizer's";
+  EXPECT_EQ(r.items, 30 * 8 * 16);
+  EXPECT_EQ(r.task["vocab"], 256) << "the byte tokenizer's";
   EXPECT_GT(r.params, 0);
   // Byte tokens: bits per byte is the loss in bits.
-  EXPECT_NEAR(r.val_bits_per_byte, r.val_loss / std::log(2.0), 1e-9);
-  EXPECT_LT(r.val_bits_per_byte, r.unigram_bits_per_byte) << "context helps: " << log_;
-  EXPECT_LT(r.val_loss, 0.7 * std::log(256.0)) << log_;
-  EXPECT_GT(r.train_tokens_per_s, 0);
+  EXPECT_NEAR(value(r, "val_bits_per_byte"), value(r, "val_loss") / std::log(2.0), 1e-9);
+  EXPECT_LT(value(r, "val_bits_per_byte"), value(r, "unigram_bits_per_byte")) << "context helps: " << log_;
+  EXPECT_LT(value(r, "val_loss"), 0.7 * std::log(256.0)) << log_;
+  EXPECT_GT(r.items_per_s, 0);
   EXPECT_GT(r.peak_allocated_bytes, 0);
   EXPECT_TRUE(contains(log_, "unigram baseline")) << log_;
 }
 
 TEST_F(LMTest, ResumedRunEqualsAnUninterruptedOne) {
-  LMOptions whole = small("whole");
+  TrainOptions whole = small("whole");
   whole.schedule = "constant";  // cosine's horizon is the run's length; constant depends on the step alone
   whole.steps = 12;
   run(whole);
-  LMOptions first = whole;
+  TrainOptions first = whole;
   first.out_dir = dir_.file("split");
   first.steps = 5;
   run(first);
-  LMOptions rest = first;
+  TrainOptions rest = first;
   rest.resume_dir = rest.out_dir;
   rest.steps = 12;
-  rest.model = {.layers = 0, .heads = 0, .dim = 0, .context = 0, .vocab = 0};  // from the checkpoint
-  LMResult r = run(rest);
+  rest.text.gpt = {.layers = 0, .heads = 0, .dim = 0, .context = 0, .vocab = 0};  // from the checkpoint
+  TrainResult r = run(rest);
   EXPECT_TRUE(contains(log_, "resumed from")) << log_;
   EXPECT_EQ(r.steps, 12);
-  EXPECT_EQ(r.tokens, 7 * 8 * 16) << "this run's tokens";
+  EXPECT_EQ(r.items, 7 * 8 * 16) << "this run's tokens";
   EXPECT_EQ(weights_of(whole.out_dir), weights_of(rest.out_dir));
 }
 
 TEST_F(LMTest, GradientAccumulationAndCheckpointingKeepTheUpdate) {
-  LMOptions plain = small("plain");
+  TrainOptions plain = small("plain");
   plain.steps = 4;
-  const double loss = run(plain).val_loss;
-  LMOptions accumulated = plain;
+  const double loss = value(run(plain), "val_loss");
+  TrainOptions accumulated = plain;
   accumulated.out_dir = dir_.file("accumulated");
   accumulated.grad_accum = 4;
   accumulated.checkpoint_activations = true;
-  LMResult r = run(accumulated);
+  TrainResult r = run(accumulated);
   EXPECT_EQ(r.micro_batch, 2);
-  EXPECT_NEAR(r.val_loss, loss, 1e-5);
+  EXPECT_NEAR(value(r, "val_loss"), loss, 1e-5);
   // Adam divides by the gradient's running RMS, so a summation-order difference in a gradient
   // near zero moves its weight by a visible fraction of lr (1e-2): 1e-5 is 0.1% of it.
   std::vector<float> a = weights_of(plain.out_dir), b = weights_of(accumulated.out_dir);
@@ -113,38 +117,38 @@ TEST_F(LMTest, GradientAccumulationAndCheckpointingKeepTheUpdate) {
 }
 
 TEST_F(LMTest, Bf16TrainsCloseToFp32) {
-  LMOptions fp32 = small();
-  LMResult full = run(fp32);
-  LMOptions bf16 = small();
+  TrainOptions fp32 = small();
+  TrainResult full = run(fp32);
+  TrainOptions bf16 = small();
   bf16.precision = "bf16";
-  LMResult low = run(bf16);
-  EXPECT_NEAR(low.val_loss, full.val_loss, 0.1 * full.val_loss);
+  TrainResult low = run(bf16);
+  EXPECT_NEAR(value(low, "val_loss"), value(full, "val_loss"), 0.1 * value(full, "val_loss"));
 }
 
 TEST_F(LMTest, RandomDataNeedsNoTextAndHasNoBitsPerByte) {
-  LMOptions o = small();
-  o.data = {"random"};
-  o.model.vocab = 1000;
+  TrainOptions o = small();
+  o.text.data = {"random"};
+  o.text.gpt.vocab = 1000;
   o.steps = 3;
-  o.eval_windows = 4;
-  LMResult r = run(o);
-  EXPECT_EQ(r.model.vocab, 1000);
-  EXPECT_TRUE(std::isnan(r.val_bits_per_byte));
-  EXPECT_NEAR(r.val_loss, std::log(1000.0), 0.2) << "uniform random tokens cannot be predicted";
+  o.text.eval_windows = 4;
+  TrainResult r = run(o);
+  EXPECT_EQ(r.task["vocab"], 1000);
+  EXPECT_TRUE(std::isnan(value(r, "val_bits_per_byte")));
+  EXPECT_NEAR(value(r, "val_loss"), std::log(1000.0), 0.2) << "uniform random tokens cannot be predicted";
 }
 
 TEST_F(LMTest, TimeLimitPlansTheStepsAndStops) {
-  LMOptions o = small();
-  o.steps = 0;
+  TrainOptions o = small();
+  o.steps.reset();
   o.time_limit = 2;
-  LMResult r = run(o);
+  TrainResult r = run(o);
   EXPECT_TRUE(contains(log_, "time limit 2 s: about")) << log_;
   EXPECT_GT(r.steps, 0);
   EXPECT_LT(r.wall_s, 2 + 10) << "the limit covers training; setup and the last evaluation come on top";
 }
 
 TEST_F(LMTest, CheckpointRebuildsTheModelForInference) {
-  LMOptions o = small("saved");
+  TrainOptions o = small("saved");
   o.steps = 2;
   run(o);
   GPTCheckpoint loaded = load_gpt_checkpoint(o.out_dir);
@@ -155,7 +159,7 @@ TEST_F(LMTest, CheckpointRebuildsTheModelForInference) {
 }
 
 TEST_F(LMTest, RejectsATokenizerThatIsNotTheCheckpoints) {
-  LMOptions o = small("bytes");
+  TrainOptions o = small("bytes");
   o.steps = 2;
   run(o);
   std::vector<std::string> documents;
@@ -167,9 +171,9 @@ TEST_F(LMTest, RejectsATokenizerThatIsNotTheCheckpoints) {
   EXPECT_TRUE(contains(message, "does not match the checkpoint")) << message;
   EXPECT_TRUE(contains(message, "trained with byte")) << message;
 
-  LMOptions resumed = small();
+  TrainOptions resumed = small();
   resumed.resume_dir = o.out_dir;
-  resumed.tokenizer = path;
+  resumed.text.tokenizer = path;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(resumed); }), "does not match the checkpoint"));
 }
 
@@ -179,45 +183,45 @@ TEST_F(LMTest, SentencePieceTokenizerTravelsWithTheCheckpoint) {
   data::SentencePieceTokenizer tokenizer = data::train_sentencepiece(documents, {.model_type = "bpe", .vocab_size = 300});
   const std::string path = dir_.file("tok.model");
   std::ofstream(path, std::ios::binary) << tokenizer.serialized_model();
-  LMOptions o = small("pieces");
-  o.tokenizer = path;
+  TrainOptions o = small("pieces");
+  o.text.tokenizer = path;
   o.steps = 2;
-  LMResult r = run(o);
-  EXPECT_EQ(r.model.vocab, 300);
-  EXPECT_EQ(r.tokenizer, tokenizer.identity());
+  TrainResult r = run(o);
+  EXPECT_EQ(r.task["vocab"], 300);
+  EXPECT_EQ(r.task["tokenizer"], tokenizer.identity());
   std::filesystem::remove(path);
   GPTCheckpoint loaded = load_gpt_checkpoint(o.out_dir);
   EXPECT_EQ(loaded.tokenizer->identity(), tokenizer.identity()) << "read from the checkpoint's tokenizer.model";
 }
 
 TEST_F(LMTest, RejectsBadOptionsAndData) {
-  LMOptions o = small();
-  o.model.vocab = 100;
+  TrainOptions o = small();
+  o.text.gpt.vocab = 100;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--vocab 100 is smaller than the tokenizer's vocabulary of 256"));
   o = small();
   o.grad_accum = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--grad-accum 3 must be a positive divisor"));
   o = small();
-  o.model.heads = 3;
+  o.text.gpt.heads = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "must be a positive multiple of --heads 3"));
   o = small();
   std::ofstream(dir_.file("empty.txt")).flush();
-  o.data = {dir_.file("empty.txt")};
+  o.text.data = {dir_.file("empty.txt")};
   EXPECT_TRUE(contains(message_of<FormatError>([&] { run(o); }), "empty.txt"));
   o = small();
   std::ofstream(dir_.file("latin1.txt")) << "caf\xe9\n";
-  o.data = {dir_.file("latin1.txt")};
+  o.text.data = {dir_.file("latin1.txt")};
   EXPECT_TRUE(contains(message_of<FormatError>([&] { run(o); }), "UTF-8"));
   o = small();
-  o.model.context = 4096;
+  o.text.gpt.context = 4096;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "context")) << "more context than the validation text";
 
-  LMOptions saved = small("arch");
+  TrainOptions saved = small("arch");
   saved.steps = 1;
   run(saved);
-  LMOptions resumed = small();
+  TrainOptions resumed = small();
   resumed.resume_dir = saved.out_dir;
-  resumed.model.layers = 3;
+  resumed.text.gpt.layers = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(resumed); }), "drop the architecture flags to resume"));
 }
 

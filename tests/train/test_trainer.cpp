@@ -23,15 +23,15 @@ using testing::message_of;
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(ClassifierOptions{}.data_dir)) GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup)";
+    if (!fs::exists(ImageOptions{}.data_dir)) GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup)";
     dir_ = fs::temp_directory_path() / ("weft_trainer_" + std::to_string(getpid()));
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   // A short MLP run: a few batches per epoch keep the test fast and still cross epochs.
-  ClassifierOptions small(const std::string& out) const {
-    ClassifierOptions o;
+  TrainOptions small(const std::string& out) const {
+    TrainOptions o;
     o.model = "mlp";
     o.epochs = 2;
     o.threads = 2;
@@ -40,9 +40,9 @@ class TrainerTest : public ::testing::Test {
     o.out_dir = (dir_ / out).string();
     return o;
   }
-  TrainResult run(const ClassifierOptions& o) {
+  TrainResult run(const TrainOptions& o) {
     std::ostringstream log;
-    return train_classifier(o, log, false);
+    return train(o, log, false);
   }
   std::string bytes_of(const std::string& out, const std::string& file) const {
     std::ifstream in(dir_ / out / file, std::ios::binary);
@@ -66,12 +66,12 @@ void expect_same_weights(const std::string& a_dir, const std::string& b_dir, dou
 
 TEST_F(TrainerTest, SameSeedAndThreadsGiveBitIdenticalParameters) {
   run(small("a"));
-  ClassifierOptions b = small("b");
+  TrainOptions b = small("b");
   b.prefetch = 0;  // batches built on the training thread instead: must not change anything
   run(b);
   EXPECT_EQ(bytes_of("a", "model.safetensors"), bytes_of("b", "model.safetensors"));
   EXPECT_EQ(bytes_of("a", "optimizer.safetensors"), bytes_of("b", "optimizer.safetensors"));
-  ClassifierOptions c = small("c");
+  TrainOptions c = small("c");
   c.seed = 1;
   run(c);
   EXPECT_NE(bytes_of("a", "model.safetensors"), bytes_of("c", "model.safetensors"));
@@ -79,14 +79,14 @@ TEST_F(TrainerTest, SameSeedAndThreadsGiveBitIdenticalParameters) {
 
 // With a schedule that depends only on the step (cosine's horizon is --epochs itself).
 TEST_F(TrainerTest, ResumingAfterOneEpochEqualsTrainingTwo) {
-  ClassifierOptions straight = small("straight");
+  TrainOptions straight = small("straight");
   straight.schedule = "step";
   run(straight);
-  ClassifierOptions first = small("first");
+  TrainOptions first = small("first");
   first.schedule = "step";
   first.epochs = 1;
   run(first);
-  ClassifierOptions resumed = small("resumed");
+  TrainOptions resumed = small("resumed");
   resumed.schedule = "step";
   resumed.resume_dir = first.out_dir;
   TrainResult r = run(resumed);
@@ -96,14 +96,14 @@ TEST_F(TrainerTest, ResumingAfterOneEpochEqualsTrainingTwo) {
 }
 
 TEST_F(TrainerTest, ExtendingACosineRunSaysTheScheduleIsReplanned) {
-  ClassifierOptions first = small("cosine");
+  TrainOptions first = small("cosine");
   first.epochs = 1;
   run(first);
-  ClassifierOptions longer = small("cosine_longer");
+  TrainOptions longer = small("cosine_longer");
   longer.resume_dir = first.out_dir;
   std::ostringstream log;
-  train_classifier(longer, log, false);
-  EXPECT_TRUE(contains(log.str(), "planned for 1 epochs and now runs 2")) << log.str();
+  train(longer, log, false);
+  EXPECT_TRUE(contains(log.str(), "planned for 12 steps and now runs 24")) << log.str();
 }
 
 // K micro-batches of B/K sum the same per-sample gradients as one batch of B, in another order,
@@ -112,13 +112,13 @@ TEST_F(TrainerTest, ExtendingACosineRunSaysTheScheduleIsReplanned) {
 // parameters whose gradient is near zero, and later steps compound it through the forward
 // (measured over 12 steps: 1.2e-5 with AdamW, 1.1e-6 with SGD), so the test compares one update.
 TEST_F(TrainerTest, GradientAccumulationGivesTheUpdateOfTheWholeBatch) {
-  ClassifierOptions whole = small("whole");
+  TrainOptions whole = small("whole");
   whole.model = "cnn";
   whole.optimizer = "sgd";
   whole.epochs = 1;
   whole.limit_train_batches = 1;
   run(whole);
-  ClassifierOptions accumulated = whole;
+  TrainOptions accumulated = whole;
   accumulated.out_dir = (dir_ / "accumulated").string();
   accumulated.grad_accum = 4;
   TrainResult r = run(accumulated);
@@ -127,7 +127,7 @@ TEST_F(TrainerTest, GradientAccumulationGivesTheUpdateOfTheWholeBatch) {
 }
 
 TEST_F(TrainerTest, GradAccumMustDivideTheBatch) {
-  ClassifierOptions o = small("bad_accum");
+  TrainOptions o = small("bad_accum");
   o.grad_accum = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--grad-accum 3 must be a positive divisor"));
 }
@@ -136,7 +136,7 @@ TEST_F(TrainerTest, GradAccumMustDivideTheBatch) {
 // Fashion-MNIST the process holds), the first step runs out of memory; --auto-batch redoes it
 // in halves, so the run equals one trained with that accumulation from the start.
 TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
-  ClassifierOptions limited = small("limited");
+  TrainOptions limited = small("limited");
   limited.model = "cnn";
   limited.epochs = 1;
   limited.limit_train_batches = 3;
@@ -145,13 +145,13 @@ TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
 
   limited.auto_batch = true;
   std::ostringstream log;
-  TrainResult r = train_classifier(limited, log, false);
+  TrainResult r = train(limited, log, false);
   CachingAllocator::cpu().set_memory_limit(0);
   ASSERT_LT(r.micro_batch, 128);
   EXPECT_TRUE(contains(log.str(), "auto-batch: step 1 ran out of memory")) << log.str();
   EXPECT_EQ(r.steps, 3);
 
-  ClassifierOptions planned = small("planned");
+  TrainOptions planned = small("planned");
   planned.model = "cnn";
   planned.epochs = 1;
   planned.limit_train_batches = 3;
@@ -162,7 +162,7 @@ TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
 
 // fp16's loss scale is part of the run: the checkpoint keeps it and a resumed run starts from it.
 TEST_F(TrainerTest, Fp16CheckpointsKeepTheLossScaler) {
-  ClassifierOptions o = small("fp16");
+  TrainOptions o = small("fp16");
   o.epochs = 1;
   o.precision = "fp16";
   TrainResult r = run(o);
@@ -177,7 +177,7 @@ TEST_F(TrainerTest, Fp16CheckpointsKeepTheLossScaler) {
 }
 
 TEST_F(TrainerTest, WritesTensorBoardEventsAndMetricsLines) {
-  ClassifierOptions o = small("logs");
+  TrainOptions o = small("logs");
   o.epochs = 1;
   run(o);
   int lines = 0, with_loss = 0;
@@ -192,7 +192,7 @@ TEST_F(TrainerTest, WritesTensorBoardEventsAndMetricsLines) {
 }
 
 TEST_F(TrainerTest, RefusesACheckpointWhoseFilesDisagree) {
-  ClassifierOptions o = small("ckpt");
+  TrainOptions o = small("ckpt");
   o.epochs = 1;
   run(o);
   std::string trainer_json = bytes_of("ckpt", "trainer.json");
@@ -207,17 +207,17 @@ TEST_F(TrainerTest, RefusesACheckpointWhoseFilesDisagree) {
 }
 
 TEST_F(TrainerTest, RefusesToResumeAnotherModel) {
-  ClassifierOptions o = small("mlp_ckpt");
+  TrainOptions o = small("mlp_ckpt");
   o.epochs = 1;
   run(o);
-  ClassifierOptions cnn = small("cnn");
+  TrainOptions cnn = small("cnn");
   cnn.model = "cnn";
   cnn.resume_dir = o.out_dir;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(cnn); }), "holds a mlp model"));
 }
 
 TEST_F(TrainerTest, RejectsBadOptions) {
-  ClassifierOptions o = small("bad");
+  TrainOptions o = small("bad");
   o.batch_size = 0;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--batch-size"));
   o = small("bad");

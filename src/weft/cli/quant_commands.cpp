@@ -14,7 +14,8 @@
 #include "weft/quant/checkpoint.h"
 #include "weft/quant/ptq.h"
 #include "weft/train/checkpoint.h"
-#include "weft/train/trainer.h"
+#include "weft/train/image_task.h"
+#include "weft/train/options.h"
 
 namespace weft::cli {
 
@@ -29,7 +30,7 @@ struct QuantizeOptions {
   std::string observer = "minmax";
   double percentile = 99.99;
   uint64_t seed = 0;
-  std::string dataset = train::ClassifierOptions{}.dataset, data_dir = train::ClassifierOptions{}.data_dir;
+  std::string dataset = train::ImageOptions{}.dataset, data_dir = train::ImageOptions{}.data_dir;
   int threads = 0;
   bool json = false;
 };

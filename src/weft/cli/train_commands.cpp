@@ -15,7 +15,7 @@
 #include "weft/nn/models.h"
 #include "weft/quant/checkpoint.h"
 #include "weft/train/checkpoint.h"
-#include "weft/train/lm.h"
+#include "weft/train/image_task.h"
 #include "weft/train/trainer.h"
 
 namespace weft::cli {
@@ -28,32 +28,24 @@ std::string percent(double fraction) {
   return buf;
 }
 
-void train(const train::ClassifierOptions& options, bool json) {
-  train::TrainResult r = train::train_classifier(options, std::cout, monitor::stdout_is_terminal());
-  std::cout << "test accuracy " << percent(r.test_accuracy) << " (loss " << r.test_loss << ")\n"
-            << "wall time " << r.wall_s << " s, training " << static_cast<int64_t>(r.train_samples_per_s)
-            << " samples/s\n"
+void train(const train::TrainOptions& options, bool json) {
+  const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
+  std::cout << r.evaluation_line << "\n"
+            << "trained " << r.steps << " steps, " << r.items << " " << r.items_name << " this run: "
+            << static_cast<int64_t>(r.items_per_s) << " " << r.items_name << "/s; wall time " << r.wall_s << " s\n"
             << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
             << format_bytes(r.peak_rss_bytes) << "\n";
   if (options.precision == "fp16")
     std::cout << "fp16: " << r.skipped_steps << " steps skipped for inf/NaN gradients, final loss scale " << r.loss_scale
               << "\n";
-  if (!options.out_dir.empty())
-    std::cout << "checkpoint: " << options.out_dir << "/model.safetensors (resume with --resume " << options.out_dir
-              << ")\nlogs: " << options.out_dir << "/metrics.jsonl and TensorBoard events (tensorboard --logdir "
-              << options.out_dir << ")\n";
-  if (json) {
-    nlohmann::json out = {{"model", options.model}, {"epochs", options.epochs}, {"batch_size", options.batch_size},
-                          {"optimizer", options.optimizer}, {"steps", r.steps}, {"test_accuracy", r.test_accuracy},
-                          {"test_loss", r.test_loss}, {"train_samples_per_s", r.train_samples_per_s},
-                          {"wall_s", r.wall_s}, {"peak_allocated_bytes", r.peak_allocated_bytes},
-                          {"peak_rss_bytes", r.peak_rss_bytes}, {"params", r.params}, {"out", options.out_dir},
-                          {"precision", options.precision}, {"grad_accum", options.grad_accum},
-                          {"micro_batch", r.micro_batch}, {"checkpoint_activations", options.checkpoint_activations},
-                          {"skipped_steps", r.skipped_steps}};
-    if (options.precision == "fp16") out["loss_scale"] = r.loss_scale;
-    std::cout << out.dump() << "\n";
+  if (!options.out_dir.empty()) {
+    const std::string& out = options.out_dir;
+    std::cout << "checkpoint: " << out << " ("
+              << (options.is_image_task() ? "evaluate with weft eval" : "sample with weft generate") << " --checkpoint "
+              << out << ", resume with --resume " << out << ")\nlogs: " << out
+              << "/metrics.jsonl and TensorBoard events (tensorboard --logdir " << out << ")\n";
   }
+  if (json) std::cout << r.to_json().dump() << "\n";
 }
 
 void eval(const std::string& checkpoint, std::string model_name, const std::string& dataset, const std::string& data_dir,
@@ -115,165 +107,82 @@ void info(const std::string& path, bool json) {
                 format_bytes(static_cast<int64_t>(params * per_param)).c_str());
 }
 
-// The flags of `weft train`, for every model; which ones apply depends on --model.
-struct TrainFlags {
-  std::string model = "cnn";
-  double epochs = 0;       // 0: the model's default
-  int64_t batch_size = 0;  // 0: the model's default
-  double lr = 0;           // 0: the model's default
-  std::string optimizer = "adamw";
-  std::string schedule = "cosine";
-  uint64_t seed = 0;
-  int threads = 0;
-  std::string out_dir, resume_dir;
-  int64_t log_every = 50;
-  std::string precision = "fp32";
-  int64_t grad_accum = 1;
-  bool checkpoint_activations = false, auto_batch = false, json = false;
-  std::string memory_limit;
-  train::ClassifierOptions classifier;  // the image-only flags land here directly
-  train::LMOptions lm;                  // and the GPT-only ones here
-};
-
-// The options both trainers have, under the same names.
-template <typename Options>
-void set_shared_options(const TrainFlags& f, Options& o) {
-  if (f.batch_size > 0) o.batch_size = f.batch_size;
-  o.schedule = f.schedule;
-  o.seed = f.seed;
-  o.threads = f.threads;
-  o.out_dir = f.out_dir;
-  o.resume_dir = f.resume_dir;
-  o.log_every = f.log_every;
-  o.precision = f.precision;
-  o.grad_accum = f.grad_accum;
-  o.checkpoint_activations = f.checkpoint_activations;
-  o.auto_batch = f.auto_batch;
-  if (!f.memory_limit.empty()) o.memory_limit = parse_bytes(f.memory_limit);
-}
-
-void train_gpt(const TrainFlags& f) {
-  train::LMOptions o = f.lm;
-  if (f.epochs > 0) o.epochs = f.epochs;
-  if (f.lr > 0) o.lr = f.lr;
-  set_shared_options(f, o);
-  train::LMResult r = train::train_language_model(o, std::cout, monitor::stdout_is_terminal());
-  std::cout << "validation loss " << r.val_loss << " nats/token";
-  if (!std::isnan(r.val_bits_per_byte))
-    std::cout << ", " << r.val_bits_per_byte << " bits/byte (unigram baseline " << r.unigram_bits_per_byte << ")";
-  std::cout << "\ntrained " << r.steps << " steps, " << r.tokens << " tokens this run: " << static_cast<int64_t>(r.train_tokens_per_s)
-            << " tokens/s; wall time " << r.wall_s << " s\n"
-            << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
-            << format_bytes(r.peak_rss_bytes) << "\n";
-  if (o.precision == "fp16")
-    std::cout << "fp16: " << r.skipped_steps << " steps skipped for inf/NaN gradients, final loss scale " << r.loss_scale
-              << "\n";
-  if (!o.out_dir.empty())
-    std::cout << "checkpoint: " << o.out_dir << " (sample with weft generate --checkpoint " << o.out_dir
-              << ", resume with --resume " << o.out_dir << ")\n";
-  if (f.json) {
-    nlohmann::json out = {{"model", "gpt"}, {"layers", r.model.layers}, {"heads", r.model.heads}, {"dim", r.model.dim},
-                          {"context", r.model.context}, {"vocab", r.model.vocab}, {"tokenizer", r.tokenizer},
-                          {"params", r.params}, {"steps", r.steps}, {"tokens", r.tokens}, {"train_loss", r.train_loss},
-                          {"val_loss", r.val_loss}, {"val_bits_per_byte", r.val_bits_per_byte},
-                          {"unigram_bits_per_byte", r.unigram_bits_per_byte},
-                          {"train_tokens_per_s", r.train_tokens_per_s}, {"wall_s", r.wall_s},
-                          {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_rss_bytes", r.peak_rss_bytes},
-                          {"batch_size", o.batch_size}, {"precision", o.precision}, {"grad_accum", o.grad_accum},
-                          {"micro_batch", r.micro_batch}, {"checkpoint_activations", o.checkpoint_activations},
-                          {"hit_time_limit", r.hit_time_limit}, {"skipped_steps", r.skipped_steps},
-                          {"out", o.out_dir}};
-    if (o.precision == "fp16") out["loss_scale"] = r.loss_scale;
-    std::cout << out.dump() << "\n";
-  }
-}
-
-void train_image_classifier(const TrainFlags& f) {
-  train::ClassifierOptions o = f.classifier;
-  o.model = f.model;
-  if (f.epochs > 0) {
-    WEFT_CHECK(f.epochs == std::floor(f.epochs), ValueError, "--epochs must be a whole number for ", f.model, ", got ",
-               f.epochs);
-    o.epochs = static_cast<int64_t>(f.epochs);
-  }
-  o.lr = f.lr;
-  o.optimizer = f.optimizer;
-  set_shared_options(f, o);
-  train(o, f.json);
+// A flag whose absence means "the task's default": set only when given.
+template <typename T>
+void optional_option(CLI::App* app, const std::string& name, std::optional<T>& target, const std::string& help) {
+  app->add_option_function<T>(name, [&target](const T& value) { target = value; }, help);
 }
 
 }  // namespace
 
 void add_train_commands(CLI::App& app, std::function<void()>& run) {
-  auto f = std::make_shared<TrainFlags>();
+  auto o = std::make_shared<train::TrainOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto memory_limit = std::make_shared<std::string>();
   CLI::App* t = app.add_subcommand("train", "train an image classifier on Fashion-MNIST, or a GPT on text");
-  t->add_option("--model", f->model, "mlp | cnn | gpt")->check(CLI::IsMember({"mlp", "cnn", "gpt"}))->capture_default_str();
-  t->add_option("--epochs", f->epochs, "passes over the data (default: 2 for mlp and cnn, 1 for gpt unless --steps or --time-limit)");
-  t->add_option("--batch-size", f->batch_size, "samples per step (default: 128 images; 16 windows of --context tokens)");
-  t->add_option("--lr", f->lr, "learning rate (default: adamw 4e-3, sgd 0.1; gpt 2e-3)");
-  t->add_option("--optimizer", f->optimizer, "adamw | sgd (momentum 0.9; not for gpt)")
+  t->add_option("--model", o->model, "mlp | cnn | gpt")->check(CLI::IsMember({"mlp", "cnn", "gpt"}))->capture_default_str();
+  optional_option(t, "--steps", o->steps, "optimizer steps (instead of --epochs)");
+  optional_option(t, "--epochs", o->epochs, "passes over the data, may be fractional (default: 2 for mlp and cnn, 1 for gpt)");
+  t->add_option("--time-limit", o->time_limit, "seconds of training; alone, it plans the step count");
+  t->add_option("--limit-train-batches", o->limit_train_batches, "an epoch is the first N batches");
+  optional_option(t, "--batch-size", o->batch_size, "samples per step (default: 128 images; 16 windows of --context tokens)");
+  t->add_option("--optimizer", o->optimizer, "adamw | sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
-  t->add_option("--schedule", f->schedule,
-                "constant | step (x0.5 per epoch; not for gpt) | cosine (to zero at the end; gpt: after a warmup)")
+  optional_option(t, "--lr", o->lr, "learning rate (default: adamw 4e-3 for mlp and cnn, 2e-3 for gpt; sgd 0.1)");
+  optional_option(t, "--weight-decay", o->weight_decay, "adamw's decoupled weight decay (default: 0.01; gpt 0.1)");
+  t->add_option("--schedule", o->schedule, "constant | step (x0.5 per epoch) | cosine (after a warmup, to zero at the end)")
       ->check(CLI::IsMember({"constant", "step", "cosine"}))->capture_default_str();
-  t->add_option("--seed", f->seed)->capture_default_str();
-  t->add_option("--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
-  t->add_option("--out", f->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
-  t->add_option("--resume", f->resume_dir, "continue the run saved in this directory");
-  t->add_option("--log-every", f->log_every, "steps between log records")->capture_default_str();
-  t->add_option("--precision", f->precision,
+  optional_option(t, "--warmup", o->warmup, "cosine's warmup steps (default: 0; gpt 10% of the steps, at most 100)");
+  optional_option(t, "--clip-grad", o->clip_grad, "clip the gradients' total norm, 0: off (default: off; gpt 1)");
+  t->add_option("--precision", o->precision,
                 "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
-  t->add_option("--grad-accum", f->grad_accum, "micro-batches of batch-size / K per optimizer step")->capture_default_str();
-  t->add_flag("--checkpoint-activations", f->checkpoint_activations,
+  t->add_option("--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step")->capture_default_str();
+  t->add_flag("--checkpoint-activations", o->checkpoint_activations,
               "recompute activations in backward instead of keeping them");
-  t->add_flag("--auto-batch", f->auto_batch,
+  t->add_flag("--auto-batch", o->auto_batch,
               "on out-of-memory, halve the micro-batch and redo the step (the batch stays the same)");
-  t->add_option("--memory-limit", f->memory_limit, "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
-  t->add_flag("--json", f->json, "print the result as one JSON object on the last line");
+  t->add_option("--memory-limit", *memory_limit, "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
+  optional_option(t, "--eval-every", o->eval_every,
+                  "steps between evaluations and checkpoints, 0: at the end (default: every epoch; gpt at the end)");
+  t->add_option("--log-every", o->log_every, "steps between log records")->capture_default_str();
+  t->add_option("--out", o->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
+  t->add_option("--resume", o->resume_dir, "continue the run saved in this directory");
+  t->add_option("--seed", o->seed)->capture_default_str();
+  t->add_option("--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
+  t->add_option("--prefetch", o->prefetch, "batches prepared ahead in the background")->capture_default_str();
+  t->add_flag("--json", *json, "print the result as one JSON object on the last line");
 
   std::vector<CLI::Option*> image_only = {
-      t->add_option("--dataset", f->classifier.dataset, "fashion-mnist | mnist (the normalisation statistics)")
+      t->add_option("--dataset", o->image.dataset, "fashion-mnist | mnist (the normalisation statistics)")
           ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str(),
-      t->add_option("--data-dir", f->classifier.data_dir, "IDX files, .gz or not")->capture_default_str(),
-      t->add_option("--limit-train-batches", f->classifier.limit_train_batches, "train on the first N batches of each epoch"),
-      t->add_option("--prefetch", f->classifier.prefetch, "batches prepared ahead in the background")->capture_default_str()};
-  train::LMOptions& lm = f->lm;
+      t->add_option("--data-dir", o->image.data_dir, "IDX files, .gz or not")->capture_default_str()};
+  train::TextOptions& text = o->text;
   std::vector<CLI::Option*> gpt_only = {
-      t->add_option("--layers", lm.model.layers, "GPT: transformer blocks (default 4)"),
-      t->add_option("--heads", lm.model.heads, "GPT: attention heads (default 4)"),
-      t->add_option("--dim", lm.model.dim, "GPT: model width (default 128)"),
-      t->add_option("--context", lm.model.context, "GPT: tokens per window (default 128)"),
-      t->add_option("--vocab", lm.model.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
-      t->add_option("--dropout", lm.model.dropout, "GPT: dropout probability")->capture_default_str(),
-      t->add_option("--tokenizer", lm.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)"),
-      t->add_option("--data", lm.data, "GPT: text files or directories (default: the fortunes), or random"),
-      t->add_option("--val-fraction", lm.val_fraction, "GPT: documents held out for validation")->capture_default_str(),
-      t->add_option("--steps", lm.steps, "GPT: optimizer steps (instead of --epochs)"),
-      t->add_option("--time-limit", lm.time_limit, "GPT: stop training after this many seconds"),
-      t->add_option("--warmup", lm.warmup, "GPT: warmup steps (default: 10% of the steps, at most 100)"),
-      t->add_option("--weight-decay", lm.weight_decay, "GPT: AdamW's decoupled weight decay")->capture_default_str(),
-      t->add_option("--clip-grad", lm.clip_grad, "GPT: clip the gradients' total norm (0: off)")->capture_default_str(),
-      t->add_option("--eval-every", lm.eval_every, "GPT: steps between validations and checkpoints (0: at the end)"),
-      t->add_option("--eval-windows", lm.eval_windows, "GPT: validation windows per evaluation (0: all)")};
-  t->callback([&run, f, image_only, gpt_only] {
-    run = [f, image_only, gpt_only] {
-      const bool gpt = f->model == "gpt";
-      for (CLI::Option* option : gpt ? image_only : gpt_only)
-        WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), " is not a flag of --model ", f->model);
-      WEFT_CHECK(!gpt || f->optimizer == "adamw", ValueError, "--model gpt trains with adamw only");
-      WEFT_CHECK(!gpt || f->schedule != "step", ValueError, "--model gpt has no step schedule: use cosine or constant");
-      if (gpt) train_gpt(*f);
-      else train_image_classifier(*f);
+      t->add_option("--layers", text.gpt.layers, "GPT: transformer blocks (default 4)"),
+      t->add_option("--heads", text.gpt.heads, "GPT: attention heads (default 4)"),
+      t->add_option("--dim", text.gpt.dim, "GPT: model width (default 128)"),
+      t->add_option("--context", text.gpt.context, "GPT: tokens per window (default 128)"),
+      t->add_option("--vocab", text.gpt.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
+      t->add_option("--dropout", text.gpt.dropout, "GPT: dropout probability")->capture_default_str(),
+      t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)"),
+      t->add_option("--data", text.data, "GPT: text files or directories (default: the fortunes), or random"),
+      t->add_option("--val-fraction", text.val_fraction, "GPT: documents held out for validation")->capture_default_str(),
+      t->add_option("--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
+  t->callback([&run, o, json, memory_limit, image_only, gpt_only] {
+    run = [o, json, memory_limit, image_only, gpt_only] {
+      for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
+        WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), " is not a flag of --model ", o->model);
+      if (!memory_limit->empty()) o->memory_limit = parse_bytes(*memory_limit);
+      train(*o, *json);
     };
   });
 
-  auto json = std::make_shared<bool>(false);
 
   auto checkpoint = std::make_shared<std::string>();
   auto model = std::make_shared<std::string>();
-  auto dataset = std::make_shared<std::string>(train::ClassifierOptions{}.dataset);
-  auto data_dir = std::make_shared<std::string>(train::ClassifierOptions{}.data_dir);
+  auto dataset = std::make_shared<std::string>(train::ImageOptions{}.dataset);
+  auto data_dir = std::make_shared<std::string>(train::ImageOptions{}.data_dir);
   auto batch_size = std::make_shared<int64_t>(1000);
   auto threads = std::make_shared<int>(0);
   CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");

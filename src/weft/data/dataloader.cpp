@@ -21,15 +21,17 @@ int64_t DataLoader::num_batches() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
-void DataLoader::start_epoch(int64_t epoch) {
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  WEFT_CHECK(first_batch >= 0 && first_batch <= num_batches(), ValueError, "DataLoader: expected a first batch in [0, ",
+             num_batches(), "], found ", first_batch);
   stop();
   started_ = false;
   order_ = sampler_->indices(epoch);
   WEFT_CHECK(static_cast<int64_t>(order_.size()) == sampler_->size(), ValueError, "DataLoader: expected the sampler's ",
              sampler_->size(), " indices for epoch ", epoch, ", found ", order_.size());
-  handed_out_ = 0;
+  handed_out_ = first_batch;
   started_ = true;
-  if (prefetch_ > 0) worker_ = std::thread(&DataLoader::work, this);
+  if (prefetch_ > 0) worker_ = std::thread(&DataLoader::work, this, first_batch);
 }
 
 std::optional<Batch> DataLoader::next() {
@@ -63,8 +65,8 @@ Batch DataLoader::build(int64_t batch) const {
   return dataset_->get_batch(std::vector<int64_t>(begin, end));
 }
 
-void DataLoader::work() {
-  for (int64_t b = 0; b < num_batches(); ++b) {
+void DataLoader::work(int64_t first_batch) {
+  for (int64_t b = first_batch; b < num_batches(); ++b) {
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return stopping_ || ready_.size() < prefetch_; });

@@ -1,7 +1,8 @@
 // DataLoader: cuts a sampler's order into batches of a dataset, one epoch at a time.
 //
 // start_epoch(e) fixes the epoch's order (sampler->indices(e)); next() then returns batches
-// 0, 1, …, num_batches() - 1 and std::nullopt after the last. Batch b holds the samples at
+// 0, 1, …, num_batches() - 1 and std::nullopt after the last. start_epoch(e, b) starts at batch b
+// instead (a run resumed mid-epoch), building none of the ones before. Batch b holds the samples at
 // positions [b * batch_size, (b + 1) * batch_size) of the order; the last one is shorter unless
 // drop_last drops it.
 //
@@ -36,12 +37,12 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   int64_t num_batches() const;
-  void start_epoch(int64_t epoch);
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);  // first_batch outside [0, num_batches()] → ValueError
   std::optional<Batch> next();  // before any start_epoch → ValueError
 
  private:
   Batch build(int64_t batch) const;
-  void work();
+  void work(int64_t first_batch);
   void stop();
 
   std::shared_ptr<const Dataset> dataset_;

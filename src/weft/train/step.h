@@ -1,6 +1,6 @@
-// One optimizer step, as both trainers (train/trainer.h for the image classifiers, train/lm.h for
-// GPT) take it: forward and backward in micro-batches under autocast, --auto-batch's retry on
-// out-of-memory, the update through fp16's loss scaler, and the metrics log.
+// One optimizer step, as the trainer (train/trainer.h) takes it for every task: forward and
+// backward in micro-batches under autocast, --auto-batch's retry on out-of-memory, the update
+// through fp16's loss scaler, and the metrics log.
 #pragma once
 #include <cstdint>
 #include <fstream>

@@ -2,28 +2,25 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 
 #include "weft/amp/grad_scaler.h"
-#include "weft/autograd/grad_mode.h"
 #include "weft/core/allocator.h"
 #include "weft/core/random.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
-#include "weft/data/sampler.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
-#include "weft/nn/models.h"
-#include "weft/ops/arith.h"
-#include "weft/ops/autocast.h"
-#include "weft/ops/loss.h"
-#include "weft/ops/reduce.h"
 #include "weft/optim/adam.h"
+#include "weft/optim/clip.h"
 #include "weft/optim/schedule.h"
 #include "weft/optim/sgd.h"
 #include "weft/train/checkpoint.h"
+#include "weft/train/step.h"
+#include "weft/train/task.h"
 
 namespace weft::train {
 
@@ -33,108 +30,166 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const ClassifierOptions& o, std::vector<Tensor> params) {
-  if (o.optimizer == "adamw") {
-    optim::AdamWOptions adamw;
-    adamw.lr = o.lr > 0 ? o.lr : 4e-3;
-    return std::make_unique<optim::AdamW>(std::move(params), adamw);
-  }
-  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), o.lr > 0 ? o.lr : 0.1, optim::SGDOptions{.momentum = 0.9});
-  throw ValueError(str("unknown optimizer '", o.optimizer, "': expected adamw or sgd"));
-}
-
-std::unique_ptr<optim::LRSchedule> make_schedule(const ClassifierOptions& o, double base_lr, int64_t steps_per_epoch) {
-  if (o.schedule == "constant") return std::make_unique<optim::ConstantLR>(base_lr);
-  if (o.schedule == "step") return std::make_unique<optim::StepLR>(base_lr, steps_per_epoch, 0.5);
-  if (o.schedule == "cosine") return std::make_unique<optim::CosineWarmupLR>(base_lr, 0, o.epochs * steps_per_epoch);
-  throw ValueError(str("unknown schedule '", o.schedule, "': expected constant, step or cosine"));
-}
-
-void check_options(const ClassifierOptions& o, std::ostream& log) {
-  WEFT_CHECK(o.epochs > 0, ValueError, "--epochs must be positive, got ", o.epochs);
-  WEFT_CHECK(o.batch_size > 0, ValueError, "--batch-size must be positive, got ", o.batch_size);
-  WEFT_CHECK(o.lr >= 0, ValueError, "--lr must not be negative, got ", o.lr);
-  WEFT_CHECK(o.threads >= 0, ValueError, "--threads must not be negative, got ", o.threads);
-  WEFT_CHECK(o.limit_train_batches >= 0, ValueError, "--limit-train-batches must not be negative");
-  WEFT_CHECK(o.log_every > 0, ValueError, "--log-every must be positive, got ", o.log_every);
-  WEFT_CHECK(o.grad_accum > 0 && o.batch_size % o.grad_accum == 0, ValueError, "--grad-accum ", o.grad_accum,
-             " must be a positive divisor of --batch-size ", o.batch_size, ", so that every micro-batch has ",
-             "batch-size / grad-accum samples");
+void check_options(const TrainOptions& o, std::ostream& log) {
+  WEFT_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "gpt", ValueError, "unknown model '", o.model,
+             "': expected mlp, cnn or gpt");
+  WEFT_CHECK(!o.steps || *o.steps > 0, ValueError, "--steps must be positive, got ", *o.steps);
+  WEFT_CHECK(!o.epochs || (*o.epochs > 0 && std::isfinite(*o.epochs)), ValueError,
+             "--epochs must be a positive number, got ", *o.epochs);
+  WEFT_CHECK(o.time_limit >= 0 && std::isfinite(o.time_limit), ValueError,
+             "--time-limit must be a non-negative number of seconds, got ", o.time_limit);
+  WEFT_CHECK(o.limit_train_batches >= 0, ValueError, "--limit-train-batches must not be negative, got ",
+             o.limit_train_batches);
+  WEFT_CHECK(!o.batch_size || *o.batch_size > 0, ValueError, "--batch-size must be positive, got ", *o.batch_size);
+  WEFT_CHECK(o.optimizer == "adamw" || o.optimizer == "sgd", ValueError, "unknown optimizer '", o.optimizer,
+             "': expected adamw or sgd");
+  WEFT_CHECK(!o.lr || (*o.lr > 0 && std::isfinite(*o.lr)), ValueError, "--lr must be a positive number, got ", *o.lr);
+  WEFT_CHECK(!o.weight_decay || *o.weight_decay >= 0, ValueError, "--weight-decay must not be negative, got ",
+             *o.weight_decay);
+  WEFT_CHECK(o.schedule == "constant" || o.schedule == "step" || o.schedule == "cosine", ValueError,
+             "unknown schedule '", o.schedule, "': expected constant, step or cosine");
+  WEFT_CHECK(!o.warmup || *o.warmup >= 0, ValueError, "--warmup must not be negative, got ", *o.warmup);
+  WEFT_CHECK(!o.clip_grad || *o.clip_grad >= 0, ValueError, "--clip-grad must not be negative, got ", *o.clip_grad);
+  WEFT_CHECK(o.grad_accum > 0, ValueError, "--grad-accum ", o.grad_accum, " must be a positive divisor of the batch size");
   WEFT_CHECK(o.memory_limit >= 0, ValueError, "--memory-limit must not be negative");
+  WEFT_CHECK(!o.eval_every || *o.eval_every >= 0, ValueError, "--eval-every must not be negative, got ", *o.eval_every);
+  WEFT_CHECK(o.log_every > 0, ValueError, "--log-every must be positive, got ", o.log_every);
+  WEFT_CHECK(o.threads >= 0, ValueError, "--threads must not be negative, got ", o.threads);
+  WEFT_CHECK(o.prefetch >= 0, ValueError, "--prefetch must not be negative, got ", o.prefetch);
   check_precision(o.precision, log);
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const TaskDefaults& d, double lr,
+                                                 std::vector<Tensor> params) {
+  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), lr, optim::SGDOptions{.momentum = 0.9});
+  return std::make_unique<optim::AdamW>(
+      std::move(params), optim::AdamWOptions{.lr = lr, .beta1 = 0.9, .beta2 = d.beta2, .eps = 1e-8,
+                                             .weight_decay = o.weight_decay.value_or(d.weight_decay)});
+}
+
+// Cosine's horizon is the planned steps, so resuming with another plan re-plans it (the rate
+// rises again); constant and step depend only on the step, so a run extended by resuming equals
+// a longer run.
+std::unique_ptr<optim::LRSchedule> make_schedule(const std::string& name, double lr, int64_t warmup,
+                                                 int64_t planned_steps, int64_t steps_per_epoch) {
+  if (name == "constant") return std::make_unique<optim::ConstantLR>(lr);
+  if (name == "step") return std::make_unique<optim::StepLR>(lr, steps_per_epoch, 0.5);
+  return std::make_unique<optim::CosineWarmupLR>(lr, std::min(warmup, planned_steps), planned_steps);
+}
+
+// The step count the checkpointed run planned; classifier checkpoints written before the plan was
+// saved hold only their whole --epochs. 0 when neither is there.
+int64_t saved_planned_steps(const nlohmann::json& options, int64_t steps_per_epoch) {
+  const auto planned = options.find("planned_steps");
+  if (planned != options.end() && planned->is_number_integer()) return planned->get<int64_t>();
+  const auto epochs = options.find("epochs");
+  if (epochs != options.end() && epochs->is_number_integer()) return epochs->get<int64_t>() * steps_per_epoch;
+  return 0;
+}
+
+std::string fixed(double value, int decimals) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
 }
 
 }  // namespace
 
-data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
-  if (dataset == "fashion-mnist") return data::load_mnist_idx(dir, train, data::kFashionMnistNormalization);
-  if (dataset == "mnist") return data::load_mnist_idx(dir, train, data::kMnistNormalization);
-  throw ValueError(str("unknown dataset '", dataset, "': expected fashion-mnist or mnist"));
+std::unique_ptr<Task> make_task(const TrainOptions& o, std::ostream& log) {
+  if (o.is_image_task()) return make_image_task(o, log);
+  if (o.model == "gpt") return make_language_task(o, log);
+  throw ValueError(str("unknown model '", o.model, "': expected mlp, cnn or gpt"));
 }
 
-nlohmann::json ClassifierOptions::to_json() const {
-  return {{"model", model}, {"epochs", epochs}, {"batch_size", batch_size}, {"optimizer", optimizer},
-          {"lr", lr}, {"schedule", schedule}, {"seed", seed}, {"threads", threads}, {"dataset", dataset}, {"data_dir", data_dir},
-          {"limit_train_batches", limit_train_batches}, {"precision", precision}, {"grad_accum", grad_accum},
-          {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch}, {"memory_limit", memory_limit}};
+nlohmann::json TrainResult::to_json() const {
+  nlohmann::json j = {{"model", model}, {"params", params}, {"steps", steps}, {"planned_steps", planned_steps},
+                      {items_name, items}, {"train_" + items_name + "_per_s", items_per_s},
+                      {"train_loss", train_loss}, {"wall_s", wall_s},
+                      {"peak_allocated_bytes", peak_allocated_bytes}, {"peak_rss_bytes", peak_rss_bytes},
+                      {"batch_size", batch_size}, {"micro_batch", micro_batch}, {"skipped_steps", skipped_steps},
+                      {"hit_time_limit", hit_time_limit}};
+  if (loss_scale > 0) j["loss_scale"] = loss_scale;
+  j.update(setup);
+  j.update(task);
+  j.update(evaluation);
+  return j;
 }
 
-EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size) {
-  NoGradGuard no_grad;
-  bool was_training = model.is_training();
-  model.eval();
-  EvalResult result;
-  double loss_sum = 0;
-  int64_t correct = 0;
-  std::vector<int64_t> indices;
-  for (int64_t begin = 0; begin < data.size(); begin += batch_size) {
-    indices.clear();
-    for (int64_t i = begin; i < std::min(begin + batch_size, data.size()); ++i) indices.push_back(i);
-    data::Batch batch = data.get_batch(indices);
-    Tensor logits = model(batch.inputs);
-    loss_sum += cross_entropy(logits, batch.targets, Reduction::sum).item();
-    correct += count_correct(logits, batch.targets);
-  }
-  model.train(was_training);
-  result.samples = data.size();
-  result.accuracy = result.samples ? double(correct) / result.samples : 0;
-  result.loss = result.samples ? loss_sum / result.samples : 0;
-  return result;
-}
-
-TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool interactive) {
-  Clock::time_point start = Clock::now();
+TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
+  const Clock::time_point start = Clock::now();
   check_options(o, log);
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
+
+  std::unique_ptr<Task> task = make_task(o, log);
+  const TaskDefaults& d = task->defaults();
+  const int64_t batch_size = o.batch_size.value_or(d.batch_size);
+  WEFT_CHECK(batch_size % o.grad_accum == 0, ValueError, "--grad-accum ", o.grad_accum,
+             " must be a positive divisor of --batch-size ", batch_size, ", so that every micro-batch has ",
+             "batch-size / grad-accum samples");
+  const double lr = o.lr.value_or(o.optimizer == "sgd" ? d.sgd_lr : d.adamw_lr);
+  const double clip_grad = o.clip_grad.value_or(d.clip_grad);
+
   manual_seed(o.seed);
-  auto model = nn::make_image_classifier(o.model);
-  if (o.checkpoint_activations)
-    model->set_checkpoint_segments(std::llround(std::sqrt(static_cast<double>(model->size()))));
-  auto optimizer = make_optimizer(o, model->parameters());
+  std::shared_ptr<nn::Module> model = task->make_model(o.checkpoint_activations);
+  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, d, lr, model->parameters());
   const std::optional<DType> low_precision = autocast_type(o.precision);
   std::optional<amp::GradScaler> scaler;
   if (o.precision == "fp16") scaler.emplace();
+  amp::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
 
-  auto train_data = std::make_shared<data::ImageDataset>(load_image_dataset(o.dataset, o.data_dir, true));
-  data::ImageDataset test_data = load_image_dataset(o.dataset, o.data_dir, false);
-  auto sampler = std::make_shared<data::RandomSampler>(train_data->size(), o.seed);
-  data::DataLoader loader(train_data, sampler, o.batch_size, /*drop_last=*/false, o.prefetch);
+  std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed);
+  data::DataLoader loader(task->train_data(), sampler, batch_size, /*drop_last=*/false, o.prefetch);
   int64_t steps_per_epoch = loader.num_batches();
   if (o.limit_train_batches > 0) steps_per_epoch = std::min(steps_per_epoch, o.limit_train_batches);
-  auto schedule = make_schedule(o, optimizer->lr(), steps_per_epoch);
 
   TrainerState state;
+  int64_t saved_plan = 0;
   if (!o.resume_dir.empty()) {
-    state = load_checkpoint(o.resume_dir, *model, o.model, *optimizer);
+    state = load_checkpoint(o.resume_dir, *model, task->model_name(), *optimizer);
     default_generator().set_state(state.rng);
     if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
-    log << "resumed from " << o.resume_dir << " at epoch " << state.epoch << ", step " << state.step << "\n";
-    int64_t planned_epochs = state.options.value("epochs", o.epochs);
-    if (o.schedule == "cosine" && planned_epochs != o.epochs)
-      log << "note: the run was planned for " << planned_epochs << " epochs and now runs " << o.epochs
-          << "; the cosine schedule is re-planned over " << o.epochs << " epochs from here\n";
+    saved_plan = saved_planned_steps(state.options, steps_per_epoch);
+    log << "resumed from " << o.resume_dir << " at step " << state.step << "\n";
   }
+
+  int64_t micro_batch = batch_size / o.grad_accum;
+  int64_t planned_steps = o.steps                             ? *o.steps
+                          : o.epochs                          ? std::llround(std::ceil(*o.epochs * steps_per_epoch))
+                          : saved_plan > 0 && o.time_limit == 0 ? saved_plan
+                                                              : 0;
+  if (planned_steps == 0 && o.time_limit > 0) {
+    // Time a few forward and backward passes on the next batch (the first ones warm caches up),
+    // then restore everything they touched: the gradients and the generator (dropout).
+    const auto rng = default_generator().state();
+    std::vector<int64_t> order = sampler->indices(state.step / steps_per_epoch);
+    order.resize(std::min<size_t>(order.size(), static_cast<size_t>(batch_size)));
+    const data::Batch batch = task->train_data()->get_batch(order);
+    double seconds = 0;
+    for (int i = 0; i < 5; ++i) {
+      const Clock::time_point t = Clock::now();
+      accumulate_step(*model, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step, log,
+                      task->tallies_accuracy());
+      if (i >= 2) seconds += seconds_since(t);
+    }
+    optimizer->zero_grad();
+    default_generator().set_state(rng);
+    // The update and evaluation add to a step's time: plan on 10% more.
+    const double per_step = 1.1 * seconds / 3;
+    planned_steps = state.step + std::max<int64_t>(1, static_cast<int64_t>((o.time_limit - seconds_since(start)) / per_step));
+    log << "time limit " << o.time_limit << " s: about " << per_step << " s per step, planning " << planned_steps
+        << " steps\n";
+  }
+  if (planned_steps == 0) planned_steps = std::llround(std::ceil(d.epochs * steps_per_epoch));
+  if (saved_plan > 0 && saved_plan != planned_steps && o.schedule == "cosine")
+    log << "note: the run was planned for " << saved_plan << " steps and now runs " << planned_steps
+        << "; the cosine schedule is re-planned over " << planned_steps << " steps from here\n";
+  const int64_t warmup = o.warmup.value_or(d.warmup.value_or(std::min<int64_t>(100, planned_steps / 10)));
+  const std::unique_ptr<optim::LRSchedule> schedule = make_schedule(o.schedule, lr, warmup, planned_steps, steps_per_epoch);
+  const int64_t eval_every = o.eval_every.value_or(d.eval_every.value_or(steps_per_epoch));
+  int64_t eval_batch = d.eval_batch > 0 ? d.eval_batch : batch_size;
+  const int64_t epochs = (planned_steps + steps_per_epoch - 1) / steps_per_epoch;
+
   std::optional<MetricsLog> metrics;
   if (!o.out_dir.empty()) {
     std::error_code error;
@@ -142,106 +197,139 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
     if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
     metrics.emplace(o.out_dir, /*append=*/o.resume_dir == o.out_dir);
   }
+  nlohmann::json saved_options = o.to_json();
+  saved_options["planned_steps"] = planned_steps;
+  saved_options["task"] = task->describe();
 
   TrainResult result;
+  result.model = o.model;
   result.params = model->num_parameters();
-  int64_t micro_batch = o.batch_size / o.grad_accum;
-  // Evaluation needs no gradients, so it runs in larger batches than training; --auto-batch
-  // halves these too when they do not fit.
-  int64_t eval_batch = 1000;
+  result.planned_steps = planned_steps;
+  result.batch_size = batch_size;
+  result.items_name = task->items();
+  result.task = task->describe();
+  result.setup = {{"optimizer", o.optimizer}, {"lr", lr}, {"schedule", o.schedule}, {"precision", o.precision},
+                  {"grad_accum", o.grad_accum}, {"checkpoint_activations", o.checkpoint_activations},
+                  {"clip_grad", clip_grad}, {"seed", o.seed}, {"out", o.out_dir}};
+  log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
+      << " samples, " << steps_per_epoch << " per epoch\n";
+
+  // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
+  // the checkpoint.
   auto evaluate = [&] {
+    Evaluation e;
     for (;;) {
       try {
-        return evaluate_classifier(*model, test_data, eval_batch);
-      } catch (const OutOfMemoryError& e) {
+        e = task->evaluate(*model, eval_batch);
+        break;
+      } catch (const OutOfMemoryError& error) {
         if (!o.auto_batch || eval_batch == 1) throw;
         eval_batch = (eval_batch + 1) / 2;
-        log << "auto-batch: evaluation ran out of memory (" << e.what() << "); evaluating in batches of " << eval_batch
-            << "\n";
+        log << "auto-batch: evaluation ran out of memory (" << error.what() << "); evaluating in batches of "
+            << eval_batch << "\n";
       }
     }
-  };
-  CachingAllocator::cpu().reset_peak_stats();
-  double train_seconds = 0;
-  int64_t train_samples = 0;
-  model->train();
-  for (int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
-    monitor::ProgressBar bar(log, str("epoch ", epoch + 1, "/", o.epochs), steps_per_epoch, o.batch_size, interactive,
-                             o.log_every);
-    Clock::time_point epoch_start = Clock::now();
-    loader.start_epoch(epoch);
-    double window_loss = 0, epoch_loss = 0;
-    int64_t window_correct = 0, window_samples = 0, window_steps = 0, epoch_samples = 0, epoch_correct = 0;
-    Clock::time_point window_start = Clock::now();
-    std::string shown;  // the epoch's running loss and accuracy, on the bar from the first step
-    for (int64_t i = 0; i < steps_per_epoch; ++i) {
-      std::optional<data::Batch> batch = loader.next();
-      if (!batch) break;
-      optim::set_scheduled_lr(*optimizer, *schedule, state.step);
-      StepTally tally = accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision,
-                                        scaler ? &*scaler : nullptr, state.step, log);
-      ++state.step;
-      apply_update(*optimizer, scaler ? &*scaler : nullptr, state.step, log);
-
-      int64_t n = batch->targets.numel();
-      double batch_loss = tally.loss_sum;
-      int64_t batch_correct = tally.correct;
-      window_loss += batch_loss;
-      window_correct += batch_correct;
-      window_samples += n;
-      ++window_steps;
-      epoch_loss += batch_loss;
-      epoch_correct += batch_correct;
-      epoch_samples += n;
-      shown = str("loss ", std::to_string(epoch_loss / epoch_samples).substr(0, 6), " acc ",
-                  std::to_string(100.0 * epoch_correct / epoch_samples).substr(0, 5), "%");
-      if (window_steps == o.log_every || i + 1 == steps_per_epoch) {
-        double seconds = seconds_since(window_start);
-        MemoryStats memory = CachingAllocator::cpu().stats();
-        nlohmann::json scalars = {{"train/loss", window_loss / window_samples},
-                                  {"train/accuracy", double(window_correct) / window_samples},
-                                  {"train/lr", optimizer->lr()},
-                                  {"train/samples_per_s", window_samples / seconds},
-                                  {"memory/allocated_bytes", memory.allocated_bytes},
-                                  {"memory/reserved_bytes", memory.reserved_bytes}};
-        if (scaler) {
-          scalars["amp/loss_scale"] = scaler->current_scale();
-          scalars["amp/skipped_steps"] = scaler->skipped_steps();
-        }
-        if (metrics) metrics->write(state.step, scalars);
-        window_loss = 0;
-        window_correct = window_samples = window_steps = 0;
-        window_start = Clock::now();
-      }
-      bar.update(i + 1, shown);
-    }
-    train_seconds += seconds_since(epoch_start);
-    train_samples += epoch_samples;
-    bar.finish(shown);
-    state.epoch = epoch + 1;
-    if (!o.out_dir.empty()) {
-      EvalResult test = evaluate();
-      metrics->write(state.step, {{"test/accuracy", test.accuracy}, {"test/loss", test.loss}});
+    result.evaluation = e.result;
+    result.evaluation_line = e.line;
+    log << "step " << state.step << ": " << e.line;
+    if (metrics) {
+      metrics->write(state.step, e.scalars);
       metrics->flush();
+      state.epoch = state.step / steps_per_epoch;
       state.rng = default_generator().state();
-      state.options = o.to_json();
+      state.options = saved_options;
       if (scaler) state.grad_scaler = scaler->state();
-      save_checkpoint(o.out_dir, *model, o.model, *optimizer, state);
-      log << "epoch " << state.epoch << ": test accuracy " << 100 * test.accuracy << "%, checkpoint in " << o.out_dir
-          << "\n";
+      save_checkpoint(o.out_dir, *model, task->model_name(), *optimizer, state, task->checkpoint_metadata());
+      task->save_files(o.out_dir);
+      log << "; checkpoint in " << o.out_dir;
+    }
+    log << "\n";
+  };
+
+  CachingAllocator::cpu().reset_peak_stats();
+  const Clock::time_point loop_start = Clock::now();
+  double train_seconds = 0;
+  double window_loss = 0, epoch_loss = 0;
+  int64_t window_items = 0, window_correct = 0, window_steps = 0, epoch_items = 0, epoch_correct = 0;
+  Clock::time_point window_start = Clock::now();
+  std::optional<monitor::ProgressBar> bar;
+  std::string shown;  // the epoch's running loss (and accuracy), on the bar from the first step
+  model->train();
+  while (state.step < planned_steps) {
+    const Clock::time_point step_start = Clock::now();
+    const int64_t epoch = state.step / steps_per_epoch, batch_in_epoch = state.step % steps_per_epoch;
+    if (!bar) loader.start_epoch(epoch, batch_in_epoch);
+    std::optional<data::Batch> batch = loader.next();
+    WEFT_CHECK(batch.has_value(), Error, "the data loader ran out of batches at step ", state.step);
+    const int64_t items = batch->targets.numel();
+    if (!bar) {
+      bar.emplace(log, str("epoch ", epoch + 1, "/", epochs),
+                  std::min(steps_per_epoch, planned_steps - epoch * steps_per_epoch), items, interactive, o.log_every,
+                  task->items());
+      epoch_loss = 0;
+      epoch_items = epoch_correct = 0;
+    }
+    optim::set_scheduled_lr(*optimizer, *schedule, state.step);
+    const StepTally tally = accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision,
+                                            scaler_ptr, state.step, log, task->tallies_accuracy());
+    if (clip_grad > 0) {
+      if (scaler) scaler->unscale_(*optimizer);
+      optim::clip_grad_norm(model->parameters(), clip_grad);
+    }
+    ++state.step;
+    apply_update(*optimizer, scaler_ptr, state.step, log);
+    train_seconds += seconds_since(step_start);
+    result.items += items;
+
+    window_loss += tally.loss_sum;
+    window_correct += tally.correct;
+    window_items += items;
+    ++window_steps;
+    epoch_loss += tally.loss_sum;
+    epoch_correct += tally.correct;
+    epoch_items += items;
+    shown = "loss " + fixed(epoch_loss / static_cast<double>(epoch_items), 4);
+    if (task->tallies_accuracy()) shown += " acc " + fixed(100.0 * epoch_correct / epoch_items, 2) + "%";
+    const bool last = state.step == planned_steps;
+    if (window_steps == o.log_every || last) {
+      result.train_loss = window_loss / static_cast<double>(window_items);
+      const MemoryStats memory = CachingAllocator::cpu().stats();
+      nlohmann::json scalars = {{"train/loss", result.train_loss}, {"train/lr", optimizer->lr()},
+                                {str("train/", task->items(), "_per_s"), window_items / seconds_since(window_start)},
+                                {"memory/allocated_bytes", memory.allocated_bytes},
+                                {"memory/reserved_bytes", memory.reserved_bytes}};
+      if (task->tallies_accuracy()) scalars["train/accuracy"] = static_cast<double>(window_correct) / window_items;
+      if (scaler) {
+        scalars["amp/loss_scale"] = scaler->current_scale();
+        scalars["amp/skipped_steps"] = scaler->skipped_steps();
+      }
+      if (metrics) metrics->write(state.step, scalars);
+      window_loss = 0;
+      window_items = window_correct = window_steps = 0;
+      window_start = Clock::now();
+    }
+    bar->update(batch_in_epoch + 1, shown);
+    if (batch_in_epoch + 1 == steps_per_epoch || last) {
+      bar->finish(shown);
+      bar.reset();
+    }
+    if (eval_every > 0 && state.step % eval_every == 0 && !last) evaluate();
+    if (o.time_limit > 0 && seconds_since(loop_start) >= o.time_limit && !last) {
+      if (bar) bar->finish(shown);
+      result.hit_time_limit = true;
+      log << "time limit of " << o.time_limit << " s reached at step " << state.step << " of " << planned_steps << "\n";
+      break;
     }
   }
+  evaluate();
 
-  EvalResult test = evaluate();
   result.steps = state.step;
   result.micro_batch = micro_batch;
   if (scaler) {
     result.skipped_steps = scaler->skipped_steps();
     result.loss_scale = scaler->current_scale();
   }
-  result.test_accuracy = test.accuracy;
-  result.test_loss = test.loss;
-  result.train_samples_per_s = train_seconds > 0 ? train_samples / train_seconds : 0;
+  result.items_per_s = train_seconds > 0 ? static_cast<double>(result.items) / train_seconds : 0;
   result.peak_allocated_bytes = CachingAllocator::cpu().stats().peak_allocated_bytes;
   result.peak_rss_bytes = monitor::peak_rss_bytes();
   result.wall_s = seconds_since(start);

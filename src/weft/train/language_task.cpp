@@ -1,0 +1,300 @@
+// Language modelling, the task behind `weft train --model gpt` (train/task.h): a GPT (nn/gpt.h)
+// learning to predict the next token of a text corpus (docs/gpt.md).
+//
+// Data. The text files are read as documents, split by document into training and validation
+// (data/text.h), and tokenized in memory. `--data random` instead draws uniform random tokens (a
+// benchmark input: there is nothing to learn, and no bytes to measure bits per byte against).
+// A training sample is a window of `context` tokens at a start drawn uniformly.
+//
+// Losses are natural-log cross-entropy per token (nats); bits per byte is the validation loss
+// converted to bits and spread over the bytes the validation tokens decode to. The unigram
+// baseline is the cross-entropy of the validation tokens under the training tokens' frequencies
+// (add-one smoothed): what a model that ignores context would reach.
+#include "weft/train/lm.h"
+#include "weft/train/task.h"
+
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include "weft/autograd/grad_mode.h"
+#include "weft/core/random.h"
+#include "weft/data/sampler.h"
+#include "weft/data/text.h"
+#include "weft/io/atomic_file.h"
+#include "weft/io/safetensors.h"
+#include "weft/ops/loss.h"
+#include "weft/train/checkpoint.h"
+
+namespace weft::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kDefaultLayers = 4, kDefaultHeads = 4, kDefaultDim = 128, kDefaultContext = 128;
+// --data random: enough distinct windows that no two steps of a benchmark see the same batch.
+constexpr int64_t kRandomTrainTokens = 1 << 20, kRandomValTokens = 1 << 16;
+
+nlohmann::json config_json(const nn::GPTConfig& c) {
+  return {{"layers", c.layers}, {"heads", c.heads}, {"dim", c.dim}, {"context", c.context}, {"vocab", c.vocab},
+          {"dropout", c.dropout}};
+}
+
+// What a GPT checkpoint's model.safetensors says about the model.
+struct SavedGPT {
+  nn::GPTConfig config;
+  std::string tokenizer;  // identity
+  std::string dir;
+};
+
+SavedGPT read_saved_gpt(const std::string& path) {
+  const bool is_dir = fs::is_directory(path);
+  const std::string file = is_dir ? (fs::path(path) / "model.safetensors").string() : path;
+  io::SafetensorsHeader header = io::read_safetensors_header(file);
+  auto model = header.metadata.find("weft.model");
+  if (model == header.metadata.end() || model->second != "gpt")
+    throw ValueError(str(file, " does not hold a GPT (its weft.model is '",
+                         model == header.metadata.end() ? "" : model->second, "')"));
+  SavedGPT saved;
+  saved.dir = is_dir ? path : fs::path(path).parent_path().string();
+  try {
+    nlohmann::json c = nlohmann::json::parse(header.metadata.at("weft.gpt"));
+    saved.config = {.layers = c.at("layers"), .heads = c.at("heads"), .dim = c.at("dim"), .context = c.at("context"),
+                    .vocab = c.at("vocab"), .dropout = c.at("dropout")};
+    saved.tokenizer = header.metadata.at("weft.tokenizer");
+  } catch (const std::exception& e) {
+    throw FormatError(str(file, ": missing or malformed GPT metadata (weft.gpt, weft.tokenizer): ", e.what()));
+  }
+  saved.config.check();
+  return saved;
+}
+
+std::string saved_tokenizer_path(const std::string& dir) { return (fs::path(dir) / "tokenizer.model").string(); }
+
+// The tokenizer `spec` names, or the checkpoint's own for "", checked against the checkpoint.
+std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std::string& spec) {
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  if (!spec.empty()) {
+    tokenizer = data::load_tokenizer(spec);
+  } else if (saved.tokenizer == "byte") {
+    tokenizer = std::make_unique<data::ByteTokenizer>();
+  } else {
+    const std::string path = saved_tokenizer_path(saved.dir);
+    WEFT_CHECK(fs::exists(path), IOError, "the model in ", saved.dir, " was trained with tokenizer ", saved.tokenizer,
+               ", and ", path, " is missing; pass that tokenizer's model file with --tokenizer");
+    tokenizer = data::load_tokenizer(path);
+  }
+  WEFT_CHECK(tokenizer->identity() == saved.tokenizer, ValueError, "tokenizer ", spec.empty() ? "file" : spec, " (",
+             tokenizer->identity(), ") does not match the checkpoint in ", saved.dir, ", trained with ",
+             saved.tokenizer);
+  return tokenizer;
+}
+
+void save_tokenizer(const data::Tokenizer& tokenizer, const std::string& dir) {
+  auto* sentencepiece = dynamic_cast<const data::SentencePieceTokenizer*>(&tokenizer);
+  if (!sentencepiece) return;
+  const std::string& bytes = sentencepiece->serialized_model();
+  io::write_file_atomic(saved_tokenizer_path(dir), [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
+}
+
+struct Corpus {
+  data::TokenShard train, val;
+  int64_t val_bytes = 0;  // what the validation tokens decode to; 0 for random tokens
+};
+
+data::TokenShard random_tokens(int64_t count, int64_t vocab, Generator gen) {
+  data::TokenShard shard;
+  shard.tokenizer = "random";
+  shard.vocab_size = vocab;
+  shard.tokens.resize(static_cast<size_t>(count));
+  for (uint16_t& t : shard.tokens) t = static_cast<uint16_t>(gen.next_u64() % static_cast<uint64_t>(vocab));
+  return shard;
+}
+
+Corpus load_corpus(const TextOptions& o, uint64_t seed, const data::Tokenizer& tokenizer, int64_t vocab) {
+  Corpus corpus;
+  if (o.data.size() == 1 && o.data[0] == "random") {
+    WEFT_CHECK(vocab <= 65536, ValueError, "--data random: --vocab ", vocab, " does not fit u16 tokens");
+    corpus.train = random_tokens(kRandomTrainTokens, vocab, Generator(seed));
+    corpus.val = random_tokens(kRandomValTokens, vocab, Generator(seed + 1));
+    return corpus;
+  }
+  std::vector<std::string> documents;
+  for (const std::string& file : data::expand_text_paths(o.data.empty() ? std::vector<std::string>{data::kFortunesDir} : o.data))
+    for (std::string& document : data::read_text_documents(file)) documents.push_back(std::move(document));
+  data::DocumentSplit split = data::split_documents(documents, o.val_fraction);
+  WEFT_CHECK(!split.val.empty(), ValueError, "--val-fraction ", o.val_fraction, " of ", documents.size(),
+             " documents leaves none for validation");
+  corpus.train = data::tokenize_documents(split.train, tokenizer);
+  corpus.val = data::tokenize_documents(split.val, tokenizer);
+  std::vector<int32_t> ids(corpus.val.tokens.begin(), corpus.val.tokens.end());
+  corpus.val_bytes = static_cast<int64_t>(tokenizer.decode(ids).size());
+  return corpus;
+}
+
+// Nats per token of the validation tokens under the training tokens' add-one-smoothed frequencies.
+double unigram_loss(const data::TokenShard& train, const data::TokenShard& val, int64_t vocab) {
+  std::vector<double> counts(static_cast<size_t>(vocab), 1.0);
+  for (uint16_t t : train.tokens) counts[t] += 1;
+  const double total = static_cast<double>(train.tokens.size() + vocab);
+  double nats = 0;
+  for (uint16_t t : val.tokens) nats -= std::log(counts[t] / total);
+  return nats / static_cast<double>(val.tokens.size());
+}
+
+// Mean cross-entropy (nats per token) over the first `max_windows` non-overlapping windows (0: all).
+double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t batch_size, int64_t max_windows) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const int64_t windows = max_windows > 0 ? std::min(max_windows, val.size()) : val.size();
+  double loss_sum = 0;
+  std::vector<int64_t> indices;
+  for (int64_t begin = 0; begin < windows; begin += batch_size) {
+    indices.clear();
+    for (int64_t i = begin; i < std::min(begin + batch_size, windows); ++i) indices.push_back(i);
+    data::Batch batch = val.get_batch(indices);
+    Tensor logits = model(batch.inputs);
+    loss_sum += cross_entropy(logits.view({batch.targets.numel(), logits.size(-1)}), batch.targets.reshape({-1}),
+                              Reduction::sum).item();
+  }
+  model.train(was_training);
+  return loss_sum / static_cast<double>(windows * val.context());
+}
+
+// Each architecture field: the flag's, else the checkpoint's, else the default.
+nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<SavedGPT>& saved, int64_t tokenizer_vocab) {
+  auto pick = [&](int64_t flag, int64_t nn::GPTConfig::*field, int64_t fallback) {
+    if (flag > 0) return flag;
+    return saved ? (*saved).config.*field : fallback;
+  };
+  nn::GPTConfig c{.layers = pick(o.gpt.layers, &nn::GPTConfig::layers, kDefaultLayers),
+                  .heads = pick(o.gpt.heads, &nn::GPTConfig::heads, kDefaultHeads),
+                  .dim = pick(o.gpt.dim, &nn::GPTConfig::dim, kDefaultDim),
+                  .context = pick(o.gpt.context, &nn::GPTConfig::context, kDefaultContext),
+                  .vocab = pick(o.gpt.vocab, &nn::GPTConfig::vocab, tokenizer_vocab),
+                  .dropout = o.gpt.dropout};
+  c.check();
+  if (saved) {
+    const nn::GPTConfig& s = saved->config;
+    WEFT_CHECK(c.layers == s.layers && c.heads == s.heads && c.dim == s.dim && c.context == s.context &&
+                   c.vocab == s.vocab,
+               ValueError, "the checkpoint in ", saved->dir, " holds a GPT with ", config_json(s).dump(),
+               "; the flags ask for ", config_json(c).dump(), " (drop the architecture flags to resume)");
+  }
+  return c;
+}
+
+}  // namespace
+
+GPTCheckpoint load_gpt_checkpoint(const std::string& path, const std::string& tokenizer_spec) {
+  SavedGPT saved = read_saved_gpt(path);
+  GPTCheckpoint checkpoint;
+  checkpoint.tokenizer = tokenizer_for(saved, tokenizer_spec);
+  checkpoint.model = std::make_shared<nn::GPT>(saved.config);
+  checkpoint.model->load_state_dict(load_weights(path).state);
+  checkpoint.model->eval();
+  return checkpoint;
+}
+
+namespace {
+
+// GPT recipes train with AdamW at betas (0.9, 0.95), weight decay 0.1 and the gradients' norm
+// clipped to 1 (nanoGPT's, GPT-3's); 2e-3 suits the default small model. Validation runs only at
+// the end unless --eval-every asks, in batches of the training batch size.
+const TaskDefaults kTextDefaults{.epochs = 1, .batch_size = 16, .adamw_lr = 2e-3, .sgd_lr = 0.1,
+                                 .weight_decay = 0.1, .beta2 = 0.95, .clip_grad = 1.0, .warmup = std::nullopt,
+                                 .eval_every = 0, .eval_batch = 0};
+
+class LanguageTask : public Task {
+ public:
+  LanguageTask(const TrainOptions& o, std::ostream& log) : eval_windows_(o.text.eval_windows) {
+    const TextOptions& t = o.text;
+    WEFT_CHECK(t.eval_windows >= 0, ValueError, "--eval-windows must not be negative, got ", t.eval_windows);
+    WEFT_CHECK(t.val_fraction > 0 && t.val_fraction < 1, ValueError, "--val-fraction must be in (0, 1), got ",
+               t.val_fraction);
+    std::optional<SavedGPT> saved;
+    if (!o.resume_dir.empty()) saved = read_saved_gpt(o.resume_dir);
+    tokenizer_ = saved ? tokenizer_for(*saved, t.tokenizer) : data::load_tokenizer(t.tokenizer.empty() ? "byte" : t.tokenizer);
+    config_ = resolve_config(t, saved, tokenizer_->vocab_size());
+    random_data_ = t.data.size() == 1 && t.data[0] == "random";
+    WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError, "--vocab ", config_.vocab,
+               " is smaller than the tokenizer's vocabulary of ", tokenizer_->vocab_size());
+
+    Corpus corpus = load_corpus(t, o.seed, *tokenizer_, config_.vocab);
+    train_ = std::make_shared<data::TokenDataset>(std::move(corpus.train), config_.context);
+    val_ = std::make_shared<data::TokenDataset>(std::move(corpus.val), config_.context, /*stride=*/config_.context);
+    tokens_per_byte_ = corpus.val_bytes > 0 ? static_cast<double>(val_->shard().tokens.size()) /
+                                                  static_cast<double>(corpus.val_bytes)
+                                            : NAN;
+    unigram_bits_per_byte_ = unigram_loss(train_->shard(), val_->shard(), config_.vocab) * kBitsPerNat * tokens_per_byte_;
+    log << "GPT " << config_json(config_).dump() << "; tokenizer " << tokenizer_->identity() << "; "
+        << train_->shard().tokens.size() << " training tokens, " << val_->shard().tokens.size() << " validation tokens\n";
+    if (!random_data_)
+      log << "unigram baseline: " << unigram_bits_per_byte_ << " bits/byte (" << 1 / tokens_per_byte_ << " bytes/token)\n";
+  }
+
+  const TaskDefaults& defaults() const override { return kTextDefaults; }
+  std::string model_name() const override { return "gpt"; }
+  std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const override {
+    auto model = std::make_shared<nn::GPT>(config_);
+    model->set_checkpoint_activations(checkpoint_activations);
+    return model;
+  }
+  std::shared_ptr<const data::Dataset> train_data() const override { return train_; }
+  // Windows start anywhere in the token stream, so an epoch of every window once would be
+  // `context` passes over the text: starts are drawn with replacement instead (ReplacementSampler),
+  // and an epoch is as many windows as the training tokens would fill end to end.
+  std::shared_ptr<const data::Sampler> train_sampler(int64_t batch_size, uint64_t seed) const override {
+    const int64_t tokens = static_cast<int64_t>(train_->shard().tokens.size());
+    const int64_t steps = std::max<int64_t>(1, tokens / (batch_size * config_.context));
+    return std::make_shared<data::ReplacementSampler>(train_->size(), steps * batch_size, seed);
+  }
+  const char* items() const override { return "tokens"; }
+  bool tallies_accuracy() const override { return false; }
+
+  // Nats per token; bits per byte spreads the loss in bits over the bytes the validation tokens
+  // decode to, which makes tokenizers comparable (NaN for random tokens: they decode to nothing).
+  Evaluation evaluate(nn::Module& model, int64_t batch_size) const override {
+    const double loss = validation_loss(model, *val_, batch_size, eval_windows_);
+    const double bits_per_byte = loss * kBitsPerNat * tokens_per_byte_;
+    Evaluation e{.scalars = {{"val/loss", loss}},
+                 .result = {{"val_loss", loss}, {"val_bits_per_byte", bits_per_byte},
+                            {"unigram_bits_per_byte", unigram_bits_per_byte_}},
+                 .line = str("validation loss ", loss, " nats/token")};
+    if (!random_data_) {
+      e.scalars["val/bits_per_byte"] = bits_per_byte;
+      e.line += str(", ", bits_per_byte, " bits/byte (unigram baseline ", unigram_bits_per_byte_, ")");
+    }
+    return e;
+  }
+
+  std::map<std::string, std::string> checkpoint_metadata() const override {
+    return {{"weft.gpt", config_json(config_).dump()}, {"weft.tokenizer", tokenizer_->identity()}};
+  }
+  void save_files(const std::string& dir) const override { save_tokenizer(*tokenizer_, dir); }
+  nlohmann::json describe() const override {
+    nlohmann::json d = config_json(config_);
+    d.erase("dropout");
+    d["tokenizer"] = tokenizer_->identity();
+    return d;
+  }
+
+ private:
+  static constexpr double kBitsPerNat = 1.4426950408889634;  // 1 / ln 2
+  int64_t eval_windows_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  nn::GPTConfig config_;
+  bool random_data_ = false;
+  std::shared_ptr<data::TokenDataset> train_, val_;
+  double tokens_per_byte_ = NAN, unigram_bits_per_byte_ = NAN;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_language_task(const TrainOptions& o, std::ostream& log) {
+  return std::make_unique<LanguageTask>(o, log);
+}
+
+}  // namespace weft::train

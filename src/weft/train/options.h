@@ -1,0 +1,83 @@
+// TrainOptions: everything `weft train` can be told, for every task, in one type that the CLI
+// parses once (src/weft/cli/train_commands.cpp) and the trainer (train/trainer.h) reads.
+//
+// The options every task shares come first; each task's own ones sit in their own struct below.
+// An option left unset (std::nullopt) takes the task's default, which the task states beside
+// its definition (train/task.h); a value the user gave is used as given or refused with a
+// ValueError naming the flag, never replaced.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/nn/gpt.h"
+
+namespace weft::train {
+
+// --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files).
+struct ImageOptions {
+  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist: which normalisation statistics apply
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+};
+
+// --model gpt: a GPT learning the next token of a text corpus (docs/gpt.md).
+struct TextOptions {
+  // The architecture. 0 means: from the checkpoint when resuming, otherwise 4 layers, 4 heads,
+  // width 128, context 128, and the tokenizer's vocabulary.
+  nn::GPTConfig gpt{.layers = 0, .heads = 0, .dim = 0, .context = 0, .vocab = 0};
+  std::string tokenizer;          // "byte" or a SentencePiece model file; "": the checkpoint's when resuming, else byte
+  std::vector<std::string> data;  // text files or directories (default: the fortunes), or {"random"}
+  double val_fraction = 0.05;     // of the documents
+  int64_t eval_windows = 0;       // validation windows per evaluation; 0: all of them
+};
+
+struct TrainOptions {
+  std::string model = "cnn";  // mlp | cnn | gpt: which task
+
+  // How long. The first of these that is set decides: --steps, --epochs (may be fractional),
+  // the resumed run's own plan, --time-limit (the first steps' speed sets the step count);
+  // else the task's default epochs. A time limit also stops a run that would exceed it.
+  std::optional<int64_t> steps;
+  std::optional<double> epochs;
+  double time_limit = 0;  // seconds of training (evaluation included); 0: none
+  int64_t limit_train_batches = 0;  // 0: every batch; otherwise an epoch is the first N batches
+
+  // The update.
+  std::optional<int64_t> batch_size;  // samples per optimizer step
+  std::string optimizer = "adamw";    // adamw | sgd (momentum 0.9)
+  std::optional<double> lr;
+  std::optional<double> weight_decay;  // adamw's decoupled weight decay
+  std::string schedule = "cosine";     // constant | step (x0.5 each epoch) | cosine (after a warmup, to zero at the end)
+  std::optional<int64_t> warmup;       // cosine's linear warmup, in steps
+  std::optional<double> clip_grad;     // the gradients' total norm; 0: off
+
+  // Precision and memory (docs/mixed-precision.md). fp32 | bf16 | fp16: bf16 and fp16 run the
+  // forward under autocast with f32 master weights; fp16 adds dynamic loss scaling.
+  std::string precision = "fp32";
+  int64_t grad_accum = 1;               // micro-batches per step; must divide the batch size
+  bool checkpoint_activations = false;  // recompute activations in backward instead of keeping them
+  bool auto_batch = false;   // on OutOfMemoryError: halve the micro-batch, redo the step (and evaluation)
+  int64_t memory_limit = 0;  // bytes the allocator may hold; 0 leaves WEFT_MEMORY_LIMIT or none
+
+  // Evaluation, logs, checkpoints.
+  std::optional<int64_t> eval_every;  // steps between evaluations (and checkpoints with --out); 0: only at the end
+  int64_t log_every = 50;             // steps between log records (TensorBoard, metrics.jsonl, plain progress)
+  std::string out_dir;                // "": no checkpoint or logs
+  std::string resume_dir;             // "": start fresh
+
+  // The machine.
+  uint64_t seed = 0;
+  int threads = 0;   // 0: leave weft's default
+  int prefetch = 2;  // batches the loader prepares ahead in the background
+
+  ImageOptions image;
+  TextOptions text;
+
+  bool is_image_task() const { return model == "mlp" || model == "cnn"; }
+  nlohmann::json to_json() const;
+};
+
+}  // namespace weft::train
