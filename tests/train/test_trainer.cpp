@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -93,6 +94,55 @@ TEST_F(TrainerTest, ResumingAfterOneEpochEqualsTrainingTwo) {
   EXPECT_EQ(r.steps, 24);
 
   expect_same_weights(straight.out_dir, resumed.out_dir, 1e-6);
+}
+
+// A checkpoint between epochs: the loader starts at the step's batch of the epoch.
+TEST_F(TrainerTest, ResumingMidEpochEqualsAnUninterruptedRun) {
+  TrainOptions straight = small("straight");
+  straight.schedule = "constant";  // cosine's horizon is the run's length
+  straight.epochs = 1;
+  run(straight);
+  TrainOptions first = straight;
+  first.out_dir = (dir_ / "first").string();
+  first.epochs.reset();
+  first.steps = 5;
+  run(first);
+  TrainOptions resumed = straight;
+  resumed.out_dir = (dir_ / "resumed").string();
+  resumed.resume_dir = first.out_dir;
+  TrainResult r = run(resumed);
+  EXPECT_EQ(r.steps, 12);
+  EXPECT_EQ(r.items, 7 * 128) << "this run's samples";
+  EXPECT_TRUE(bytes_of("straight", "model.safetensors") == bytes_of("resumed", "model.safetensors"));
+}
+
+// Clipping is the trainer's, so the classifiers have it too: a norm bound far above the
+// gradients' changes nothing, a tiny one changes every update.
+TEST_F(TrainerTest, ClippingAppliesToTheClassifiers) {
+  TrainOptions plain = small("plain");
+  plain.epochs = 1;
+  plain.limit_train_batches = 3;
+  run(plain);
+  TrainOptions loose = plain;
+  loose.out_dir = (dir_ / "loose").string();
+  loose.clip_grad = 1e9;
+  run(loose);
+  TrainOptions tight = plain;
+  tight.out_dir = (dir_ / "tight").string();
+  tight.clip_grad = 1e-6;
+  TrainResult r = run(tight);
+  EXPECT_EQ(r.setup["clip_grad"], 1e-6);
+  EXPECT_EQ(bytes_of("plain", "model.safetensors"), bytes_of("loose", "model.safetensors"));
+  EXPECT_NE(bytes_of("plain", "model.safetensors"), bytes_of("tight", "model.safetensors"));
+}
+
+// Whole epochs are no longer special: 1.5 epochs of 12 batches are 18 steps.
+TEST_F(TrainerTest, FractionalEpochsAreSteps) {
+  TrainOptions o = small("half");
+  o.epochs = 1.5;
+  TrainResult r = run(o);
+  EXPECT_EQ(r.steps, 18);
+  EXPECT_EQ(r.planned_steps, 18);
 }
 
 TEST_F(TrainerTest, ExtendingACosineRunSaysTheScheduleIsReplanned) {
@@ -220,6 +270,9 @@ TEST_F(TrainerTest, RejectsBadOptions) {
   TrainOptions o = small("bad");
   o.batch_size = 0;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--batch-size"));
+  o = small("bad");
+  o.epochs = std::nan("");
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--epochs must be a positive number"));
   o = small("bad");
   o.optimizer = "lion";
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "unknown optimizer 'lion'"));
