@@ -30,8 +30,8 @@ void ProgressBar::update(int64_t done, const std::string& metrics) {
   if (first_done_ < 0) first_done_ = done - 1;
   if (interactive_) {
     if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
-  } else if (done % plain_every_ != 0) {
-    return;
+  } else if (done % plain_every_ != 0 || done == total_) {
+    return;  // the last step's line is finish()'s
   }
   last_draw_ = now;
   draw(done, metrics, !interactive_);
