@@ -76,7 +76,7 @@ void eval(const std::string& checkpoint, std::string model_name, const std::stri
               << "\n";
 }
 
-// Each tensor, then the seeds' arithmetic: what the same parameters take in each number format.
+// Each tensor, then what the same parameters take in each number format (parameters x bytes per element).
 void info(const std::string& path, bool json) {
   train::Weights weights = train::load_weights(path);
   int64_t params = 0, bytes = 0;
