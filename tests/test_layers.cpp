@@ -102,13 +102,17 @@ std::string code_only(const std::string& text) {
   return std::regex_replace(std::regex_replace(text, strings, "\"\""), comments, "");
 }
 
-// The Tensor methods that the files of `layer` define ("Tensor Tensor::view(...) const {").
+// The Tensor methods that the files of `layer` define: a line that starts at column 0 with
+// "... Tensor::name(" ("Tensor Tensor::view(const Shape& shape) const {"); calls are indented.
 std::set<std::string> tensor_methods_defined_in(const fs::path& root, std::string_view layer) {
   std::set<std::string> names;
-  const std::regex definition(R"(\bTensor::(\w+)\s*\()");
+  const std::regex definition(R"(^[^\s].*\bTensor::(\w+)\s*\()");
   for (const fs::path& file : sources_under(root / layer)) {
-    const std::string code = code_only(read_text(file));
-    for (std::sregex_iterator it(code.begin(), code.end(), definition), end; it != end; ++it) names.insert((*it)[1].str());
+    std::istringstream lines(code_only(read_text(file)));
+    std::string line;
+    std::smatch m;
+    while (std::getline(lines, line))
+      if (std::regex_search(line, m, definition)) names.insert(m[1].str());
   }
   return names;
 }
@@ -120,16 +124,31 @@ std::vector<std::string> calls_of_methods_above(const fs::path& root) {
   std::set<std::string> above = tensor_methods_defined_in(root, "ops");
   std::set<std::string> autograd = tensor_methods_defined_in(root, "autograd");
   above.insert(autograd.begin(), autograd.end());
+  for (const std::string& own : tensor_methods_defined_in(root, "core")) above.erase(own);  // overloads core defines
+  // tensor.h's inline methods that forward to one of them (t() is transpose(0, 1)).
+  const std::regex inline_method(R"(^\s*[\w:&<>]+\s+(\w+)\s*\([^)]*\)[^{;]*\{(.*)\}\s*$)"), call_in_body(R"(\b(\w+)\s*\()");
+  std::istringstream header(fs::exists(root / "core/tensor.h") ? code_only(read_text(root / "core/tensor.h")) : "");
+  std::string line;
+  std::smatch m;
+  while (std::getline(header, line)) {
+    if (!std::regex_search(line, m, inline_method)) continue;
+    const std::string method = m[1].str(), body = m[2].str();
+    for (std::sregex_iterator it(body.begin(), body.end(), call_in_body), end; it != end; ++it)
+      if (above.count((*it)[1].str())) above.insert(method);
+  }
   std::vector<std::string> found;
-  const std::regex member(R"((\.|->)\s*(\w+)\s*\()"), bare(R"((^|[^\w:.>])(\w+)\s*\()");
+  const std::regex member(R"((\.|->)\s*(\w+)\s*\()"), bare(R"(()\b(\w+)\s*\()");
   for (std::string_view layer : {"core", "kernels"}) {
     if (!fs::is_directory(root / layer)) continue;
     for (const fs::path& file : sources_under(root / layer)) {
       const std::string code = code_only(read_text(file));
       auto scan = [&](const std::regex& call) {
-        for (std::sregex_iterator it(code.begin(), code.end(), call), end; it != end; ++it)
+        for (std::sregex_iterator it(code.begin(), code.end(), call), end; it != end; ++it) {
+          const char before = it->position(0) > 0 ? code[it->position(0) - 1] : ' ';
+          if (&call == &bare && (before == ':' || before == '.' || before == '>')) continue;  // qualified, or a member call
           if (above.count((*it)[2].str()))
             found.push_back(fs::relative(file, root).generic_string() + ": " + (*it)[2].str() + "()");
+        }
       };
       scan(member);
       if (layer == "core" && file.extension() == ".cpp") scan(bare);
@@ -198,7 +217,10 @@ TEST(Layers, AnIncludeFromAboveIsCaught) {
 TEST(Layers, ACoreCallOfAnOpsMethodIsCaught) {
   testing::TempDir dir;
   const fs::path root = dir.path();
-  write_file(root / "ops/shape.cpp", "Tensor Tensor::view(const Shape& shape) const { return {}; }\n");
+  write_file(root / "ops/shape.cpp", "Tensor Tensor::view(const Shape& shape) const { return {}; }\n"
+                                     "Tensor Tensor::transpose(int64_t a, int64_t b) const { return {}; }\n");
+  write_file(root / "core/tensor.h", "class Tensor {\n  Tensor view(const Shape& shape) const;\n"
+                                     "  Tensor t() const { return transpose(0, 1); }\n  int64_t dim() const { return 2; }\n};\n");
   write_file(root / "autograd/engine.cpp", "void Tensor::backward(const Tensor& g, bool r) const {}\n");
   write_file(root / "core/tensor.cpp",
         "Tensor Tensor::clone_raw() const {\n"
@@ -210,10 +232,10 @@ TEST(Layers, ACoreCallOfAnOpsMethodIsCaught) {
   write_file(root / "kernels/cpu/attention.cpp", "static void backward(float* g) {}\nvoid run() { backward(g); }\n");
   EXPECT_TRUE(calls_of_methods_above(root).empty()) << "a kernel's own free function of the same name";
   write_file(root / "core/storage.cpp", "void f(const Tensor& t) { t.view({2}); t.backward (); }\n");
-  write_file(root / "kernels/cpu/int4.cpp", "Tensor g(const Tensor* w) { return w->view({2}); }\n");
+  write_file(root / "kernels/cpu/int4.cpp", "Tensor g(const Tensor* w) { return w->view({w->dim()}).t(); }\n");
   std::vector<std::string> found = calls_of_methods_above(root);
   EXPECT_EQ(found, (std::vector<std::string>{"core/storage.cpp: view()", "core/storage.cpp: backward()",
-                                             "kernels/cpu/int4.cpp: view()"}));
+                                             "kernels/cpu/int4.cpp: view()", "kernels/cpu/int4.cpp: t()"}));
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ using testing::message_of;
 const nn::GPTConfig kConfig{.layers = 2, .heads = 2, .dim = 16, .context = 8, .vocab = 19};
 
 // A tiny GPT (its output projection tied to wte) and an AdamW over its parameters, after two steps.
-struct Run {
-  Run() : model(kConfig), optimizer(model.parameters(), optim::AdamWOptions{.lr = 1e-2}) {
+struct TrainedGpt {
+  TrainedGpt() : model(kConfig), optimizer(model.parameters(), optim::AdamWOptions{.lr = 1e-2}) {
     for (int s = 0; s < 2; ++s) step();
   }
   void step() {
@@ -35,6 +35,12 @@ struct Run {
   nn::GPT model;
   optim::AdamW optimizer;
 };
+
+TrainerState at_step(int64_t step) {
+  TrainerState state;
+  state.step = step;
+  return state;
+}
 
 std::string optimizer_file(const testing::TempDir& dir) { return dir.file("optimizer.safetensors"); }
 
@@ -57,8 +63,8 @@ void expect_same_state(const optim::Optimizer& a, const optim::Optimizer& b) {
 
 TEST(TrainCheckpoint, OptimizerStateIsKeyedByParameterName) {
   testing::TempDir dir;
-  Run run;
-  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, {.step = 2});
+  TrainedGpt run;
+  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, at_step(2));
 
   io::SafetensorsFile file = io::load_safetensors(optimizer_file(dir));
   EXPECT_EQ(file.metadata.at("weft.optimizer_keys"), "parameter names");
@@ -71,7 +77,7 @@ TEST(TrainCheckpoint, OptimizerStateIsKeyedByParameterName) {
   EXPECT_TRUE(keys.count("wte.weight.exp_avg"));  // the tied output projection has no key of its own
   EXPECT_TRUE(keys.count("h.1.attn.c_attn.weight.exp_avg_sq"));
 
-  Run resumed;
+  TrainedGpt resumed;
   resumed.step();  // different state, which loading must replace
   load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer);
   expect_same_state(run.optimizer, resumed.optimizer);
@@ -79,12 +85,12 @@ TEST(TrainCheckpoint, OptimizerStateIsKeyedByParameterName) {
 
 TEST(TrainCheckpoint, PositionalOptimizerStateStillResumes) {
   testing::TempDir dir;
-  Run run;
-  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, {.step = 2});
+  TrainedGpt run;
+  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, at_step(2));
   save_positional(dir, run.optimizer.state_dict(), 2);  // "0.exp_avg", "0.step", ... as weft wrote them before
   ASSERT_EQ(io::load_safetensors(optimizer_file(dir)).metadata.count("weft.optimizer_keys"), 0u);
 
-  Run resumed;
+  TrainedGpt resumed;
   resumed.step();
   load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer);
   expect_same_state(run.optimizer, resumed.optimizer);
@@ -97,8 +103,8 @@ TEST(TrainCheckpoint, PositionalOptimizerStateStillResumes) {
 
 TEST(TrainCheckpoint, UnknownOrIncompleteParameterStateNamesTheParameter) {
   testing::TempDir dir;
-  Run run;
-  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, {.step = 2});
+  TrainedGpt run;
+  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, at_step(2));
   const io::SafetensorsFile saved = io::load_safetensors(optimizer_file(dir));
   auto rewrite = [&](const std::string& drop, const std::string& rename_to) {
     std::vector<std::pair<std::string, Tensor>> tensors;
@@ -109,7 +115,7 @@ TEST(TrainCheckpoint, UnknownOrIncompleteParameterStateNamesTheParameter) {
     io::save_safetensors(optimizer_file(dir), tensors, saved.metadata);
   };
 
-  Run resumed;
+  TrainedGpt resumed;
   rewrite("ln_f.bias.step", "final_norm.bias.step");
   std::string renamed = message_of<ValueError>([&] { load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer); });
   EXPECT_TRUE(contains(renamed, "'final_norm.bias'")) << renamed;
@@ -123,7 +129,7 @@ TEST(TrainCheckpoint, UnknownOrIncompleteParameterStateNamesTheParameter) {
 
 TEST(TrainCheckpoint, OptimizerOverForeignTensorsCannotBeSaved) {
   testing::TempDir dir;
-  Run run;
+  TrainedGpt run;
   Tensor stranger = Tensor::zeros({3}).requires_grad_(true);
   optim::AdamW foreign({stranger});
   std::string message = message_of<ValueError>([&] { save_checkpoint(dir.path(), run.model, "gpt", foreign, {}); });
