@@ -176,8 +176,8 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& dict, const
     if (it == index_of.end()) {
       if (by_name)
         throw ValueError(str(name_, ": load_state_dict: state for parameter '", param,
-                             "', but the model has no parameter of that name (renamed or removed?); "
-                             "resume with the model the checkpoint was saved from"));
+                             "', but there is no parameter of that name (renamed or removed?); "
+                             "load it into the model it was saved from"));
       size_t index = 0;
       auto [end, err] = std::from_chars(param.data(), param.data() + param.size(), index);
       WEFT_CHECK(err == std::errc() && end == param.data() + param.size(), ValueError, name_,
