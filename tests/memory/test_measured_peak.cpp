@@ -122,12 +122,11 @@ TEST(MeasuredPeakTest, TransformerBlockStackBackwardPeakMatchesTheAllocator) { c
 
 TEST(MeasuredPeakTest, GptFamilyMatchesTheGptModel) {
   manual_seed(0);
-  const GptConfig config{.layers = 2, .hidden = 64, .heads = 4, .vocab = 512, .context = 64};
+  const nn::GPTConfig config{.layers = 2, .heads = 4, .dim = 64, .context = 64, .vocab = 512};
   const int64_t batch = 4;
   const int64_t baseline = allocated_now();
-  nn::GPT model({.layers = config.layers, .heads = config.heads, .dim = config.hidden, .context = config.context,
-                 .vocab = config.vocab});
-  ASSERT_EQ(model.num_parameters(), config.num_parameters());
+  nn::GPT model(config);
+  ASSERT_EQ(model.num_parameters(), gpt_parameters(config));
   std::vector<int64_t> ids(static_cast<size_t>(batch * config.context));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7919) % config.vocab);
   Tensor tokens = Tensor::from_vector(ids, {batch, config.context});

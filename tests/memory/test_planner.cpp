@@ -1,4 +1,4 @@
-// The planner's arithmetic: the seeds' textbook figures, ZeRO sharding, the strategy chart, the
+// The planner's arithmetic: textbook figures, ZeRO sharding, the strategy chart, the
 // GPT family's parameter count, and the errors an impossible plan gives.
 #include <gtest/gtest.h>
 
@@ -40,7 +40,7 @@ TEST(PlannerTest, BytesPerParameterFollowTheZeroPaper) {
     EXPECT_EQ(b.total(), 16);
   }
   EXPECT_EQ(bytes_per_parameter(Precision::fp32, OptimizerKind::adam).total(), 16);
-  EXPECT_EQ(bytes_per_parameter(Precision::fp32, OptimizerKind::sgd_momentum).optimizer, 4);
+  EXPECT_EQ(bytes_per_parameter(Precision::fp32, OptimizerKind::momentum).optimizer, 4);
   EXPECT_EQ(bytes_per_parameter(Precision::fp32, OptimizerKind::sgd).optimizer, 0);
   EXPECT_EQ(bytes_per_parameter(Precision::bf16, OptimizerKind::sgd).optimizer, 4) << "the master copy alone";
   EXPECT_EQ(bytes_per_parameter(Precision::bf16_pure, OptimizerKind::adam).total(), 8);
@@ -66,7 +66,7 @@ TEST(PlannerTest, ZeroStagesShardOptimizerThenGradientsThenParameters) {
     EXPECT_EQ(three.optimizer_bytes, alone.optimizer_bytes / n);
     EXPECT_EQ(three.total_bytes, alone.total_bytes / n) << "Psi (2 + 2 + 12) / N";
   }
-  // The seeds' 003 example: 10 GB of parameters, gradients and 20 GB of Adam states (fp32, 2.5e9
+  // The textbook FSDP example: 10 GB of parameters, gradients and 20 GB of Adam states (fp32, 2.5e9
   // parameters) on 4 GPUs with FSDP: 2.5 + 2.5 + 5 = 10 GB per GPU.
   const Plan fsdp = make_plan(ModelDescription::parameters_only(2'500'000'000),
                               request(Precision::fp32, OptimizerKind::adam, 3, 4));
@@ -76,7 +76,7 @@ TEST(PlannerTest, ZeroStagesShardOptimizerThenGradientsThenParameters) {
 }
 
 TEST(PlannerTest, ZeroThreeHoldsTheLargestLayerUnshardedWhileComputingIt) {
-  GptConfig config;  // GPT-2 small: the token embedding (50257 x 768) is the largest unit
+  const nn::GPTConfig config = kGpt2Small;  // the token embedding (50257 x 768) is the largest unit
   const ModelDescription model = ModelDescription::gpt(config);
   EXPECT_EQ(model.largest_unit_parameters(), 50257 * 768);
   Plan plan = make_plan(model, {.batch = 8, .precision = Precision::bf16, .optimizer = OptimizerKind::adam, .zero = 3,
@@ -85,7 +85,7 @@ TEST(PlannerTest, ZeroThreeHoldsTheLargestLayerUnshardedWhileComputingIt) {
   EXPECT_EQ(plan.gathered_bytes, unit - (unit + 7) / 8);
 }
 
-TEST(PlannerTest, StrategyChartRowsFollowTheSeeds) {
+TEST(PlannerTest, StrategyChartRowsFollowTheChart) {
   const int64_t GB = 1'000'000'000;
   EXPECT_STREQ(strategy_chart_row(GB - 1).strategy, "Single GPU, FP32");
   EXPECT_STREQ(strategy_chart_row(GB).strategy, "Single GPU, mixed precision");
@@ -93,7 +93,7 @@ TEST(PlannerTest, StrategyChartRowsFollowTheSeeds) {
   EXPECT_STREQ(strategy_chart_row(40 * GB).strategy, "FSDP (4-8 GPUs), BF16");
   EXPECT_STREQ(strategy_chart_row(100 * GB).strategy, "FSDP (8+ GPUs), BF16, gradient checkpointing");
   EXPECT_STREQ(strategy_chart_row(1000 * GB).strategy, "Tensor parallelism + pipeline + FSDP");
-  // LLaMA-70B: 280 GB of fp32 weights lands where the seeds train it (FSDP + BF16 + checkpointing).
+  // LLaMA-70B: 280 GB of fp32 weights lands where it is usually trained (FSDP + BF16 + checkpointing).
   Plan llama = make_plan(ModelDescription::parameters_only(70'000'000'000), request(Precision::bf16));
   EXPECT_EQ(llama.model_size_bytes, 280 * GB);
   EXPECT_STREQ(llama.chart.model_size, "100GB-1TB");
@@ -113,7 +113,7 @@ TEST(PlannerTest, APlanThatDoesNotFitSaysWhatWould) {
 }
 
 TEST(PlannerTest, CheckpointingShrinksTheActivationsOfADeepModel) {
-  GptConfig config{.layers = 24, .hidden = 1024, .heads = 16, .vocab = 50257, .context = 1024};
+  const nn::GPTConfig config{.layers = 24, .heads = 16, .dim = 1024, .context = 1024, .vocab = 50257};
   const ModelDescription model = ModelDescription::gpt(config);
   PlanRequest r{.batch = 8, .precision = Precision::fp32, .optimizer = OptimizerKind::adam, .zero = 0, .world = 1,
                 .checkpoint_activations = false, .device = "H200"};
@@ -127,20 +127,21 @@ TEST(PlannerTest, CheckpointingShrinksTheActivationsOfADeepModel) {
 }
 
 TEST(PlannerTest, GptFamilyCountsParametersExactly) {
-  EXPECT_EQ(GptConfig{}.num_parameters(), 124'439'808) << "GPT-2 small";
-  GptConfig medium{.layers = 24, .hidden = 1024, .heads = 16, .vocab = 50257, .context = 1024};
-  EXPECT_EQ(medium.num_parameters(), 354'823'168) << "GPT-2 medium";
+  EXPECT_EQ(gpt_parameters(kGpt2Small), 124'439'808) << "GPT-2 small";
+  const nn::GPTConfig medium{.layers = 24, .heads = 16, .dim = 1024, .context = 1024, .vocab = 50257};
+  EXPECT_EQ(gpt_parameters(medium), 354'823'168) << "GPT-2 medium";
   for (int64_t dim : {64, 128, 768}) {
     nn::TransformerBlock block(dim, 4);
-    GptConfig c{.layers = 1, .hidden = dim, .heads = 4, .vocab = 1, .context = 1};
-    EXPECT_EQ(c.block_parameters(), block.num_parameters()) << "hidden " << dim;
+    const nn::GPTConfig c{.layers = 1, .heads = 4, .dim = dim, .context = 1, .vocab = 1};
+    EXPECT_EQ(gpt_block_parameters(c), block.num_parameters()) << "hidden " << dim;
   }
   // The tape hands every parameter's gradient back exactly once (the tied embedding included).
-  GptConfig small{.layers = 2, .hidden = 64, .heads = 4, .vocab = 100, .context = 16};
+  const nn::GPTConfig small{.layers = 2, .heads = 4, .dim = 64, .context = 16, .vocab = 100};
   const ModelDescription model = ModelDescription::gpt(small);
   int64_t tensors = 0;
   for (int64_t n : model.parameter_tensors()) tensors += n;
-  EXPECT_EQ(tensors, small.num_parameters());
+  EXPECT_EQ(tensors, gpt_parameters(small));
+  EXPECT_EQ(gpt_parameters(small), nn::GPT(small).num_parameters());
 }
 
 TEST(PlannerTest, BuiltinClassifiersMatchTheirNnModels) {
@@ -168,16 +169,16 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
   r.batch = 128;
   r.device = "TPUv9";
   EXPECT_TRUE(contains(plan_with(r), "A100-40GB|A100-80GB|H100|H200|RTX4090|cpu"));
-  EXPECT_TRUE(contains(message_of<ValueError>([] { GptConfig{.hidden = 768, .heads = 5}.check(); }),
-                       "--heads 5 must divide --hidden 768"));
-  EXPECT_TRUE(contains(message_of<ValueError>([] { GptConfig{.layers = 0}.check(); }), "--layers must be a positive"));
-  EXPECT_TRUE(contains(message_of<ValueError>([] { GptConfig{.vocab = -3}.check(); }), "--vocab"));
+  auto gpt_error = [](nn::GPTConfig c) { return message_of<ValueError>([&] { ModelDescription::gpt(c); }); };
+  EXPECT_TRUE(contains(gpt_error({.heads = 5, .dim = 768}), "--heads 5 must divide --hidden 768"));
+  EXPECT_TRUE(contains(gpt_error({.layers = 0}), "--layers must be a positive"));
+  EXPECT_TRUE(contains(gpt_error({.vocab = -3}), "--vocab"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::parameters_only(0); }), "--params"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::builtin("resnet"); }), "mlp, cnn or gpt"));
-  EXPECT_TRUE(contains(message_of<ValueError>([] { parse_precision("int3"); }), "bf16-pure"));
-  EXPECT_TRUE(contains(message_of<ValueError>([] { parse_optimizer("lion"); }), "momentum"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { amp::parse_precision("int3"); }), "bf16-pure"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { optim::parse_optimizer("lion"); }), "momentum"));
   // Sizes whose activations would not fit in 64 bits are implausible, not a number.
-  GptConfig huge{.layers = 1, .hidden = 64, .heads = 4, .vocab = 10, .context = int64_t{1} << 40};
+  const nn::GPTConfig huge{.layers = 1, .heads = 4, .dim = 64, .context = int64_t{1} << 40, .vocab = 10};
   EXPECT_TRUE(contains(message_of<ValueError>([&] {
     make_plan(ModelDescription::gpt(huge), {.batch = 1 << 20, .precision = Precision::fp32,
                                             .optimizer = OptimizerKind::adam, .zero = 0, .world = 1,
@@ -192,7 +193,7 @@ TEST(PlannerTest, ClassifierWithAnUnknownLayerIsRefusedByName) {
                        "1 Embedding"));
 }
 
-TEST(PlannerTest, ParameterCountsReadLikeTheSeedsWriteThem) {
+TEST(PlannerTest, ParameterCountsReadLikeTextbooksWriteThem) {
   EXPECT_EQ(parse_parameter_count("70e9"), 70'000'000'000);
   EXPECT_EQ(parse_parameter_count("7B"), 7'000'000'000);
   EXPECT_EQ(parse_parameter_count("124M"), 124'000'000);

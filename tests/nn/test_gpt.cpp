@@ -21,8 +21,7 @@ Tensor token_ids(int64_t batch, int64_t length, int64_t vocab, int64_t offset = 
 TEST(GPT, CountsParametersAsThePlannerDoes) {
   for (const nn::GPTConfig c : {nn::GPTConfig{}, nn::GPTConfig{.layers = 2, .heads = 2, .dim = 32, .context = 16, .vocab = 97}}) {
     nn::GPT model(c);
-    memory::GptConfig planned{.layers = c.layers, .hidden = c.dim, .heads = c.heads, .vocab = c.vocab, .context = c.context};
-    EXPECT_EQ(model.num_parameters(), planned.num_parameters()) << model.extra_repr();
+    EXPECT_EQ(model.num_parameters(), memory::gpt_parameters(c)) << model.extra_repr();
   }
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 struct PlanFlags {
   std::string model, params;
-  memory::GptConfig gpt;
+  nn::GPTConfig gpt = memory::kGpt2Small;
   int64_t batch = 0;
   std::string precision = "fp32", optimizer = "adam", device = "H100";
   int zero = 0;
@@ -56,7 +56,7 @@ std::string grouped(int64_t n) {
 }
 
 std::string describe_setup(const memory::PlanRequest& r, int64_t per_device_batch) {
-  return str(memory::precision_name(r.precision), ", ZeRO-", r.zero, " over ", r.world,
+  return str(amp::precision_name(r.precision), ", ZeRO-", r.zero, " over ", r.world,
              r.world == 1 ? " device" : " devices", " (batch ", r.batch, ", ", per_device_batch, " per device)",
              r.checkpoint_activations ? ", activation checkpointing" : "");
 }
@@ -69,7 +69,7 @@ void print_row(const char* what, int64_t bytes, const std::string& remark) {
 void print_plan(const memory::ModelDescription& model, const memory::Plan& p) {
   const memory::PlanRequest& r = p.request;
   std::cout << "weft plan: " << model.name() << ", " << grouped(model.num_parameters()) << " parameters\n"
-            << "  " << memory::optimizer_name(r.optimizer) << ", " << describe_setup(r, p.per_device_batch) << "\n\n";
+            << "  " << optim::optimizer_name(r.optimizer) << ", " << describe_setup(r, p.per_device_batch) << "\n\n";
   std::printf("  %-26s %20s  %9s  %11s\n", "per device", "bytes", "decimal", "binary");
   print_row("parameters", p.params_bytes, str(p.per_parameter.params, " B/param", r.zero >= 3 ? ", sharded" : ""));
   print_row("gradients", p.grads_bytes, str(p.per_parameter.grads, " B/param", r.zero >= 2 ? ", sharded" : ""));
@@ -102,7 +102,7 @@ void print_plan(const memory::ModelDescription& model, const memory::Plan& p) {
                 << memory::format_decimal_bytes(p.fits_with_total_bytes) << " per device\n";
     }
   }
-  std::cout << "strategy chart (seeds 003; model size = fp32 weights = "
+  std::cout << "strategy chart (model size = fp32 weights = "
             << memory::format_decimal_bytes(p.model_size_bytes) << ", row " << p.chart.model_size
             << "): " << p.chart.strategy << "\n";
   for (const std::string& note : p.notes) std::cout << "note: " << note << "\n";
@@ -112,7 +112,7 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
   const memory::PlanRequest& r = p.request;
   nlohmann::json fits_with = nullptr;
   if (p.fits_with)
-    fits_with = {{"precision", memory::precision_name(p.fits_with->precision)},
+    fits_with = {{"precision", amp::precision_name(p.fits_with->precision)},
                  {"zero", p.fits_with->zero},
                  {"world", p.fits_with->world},
                  {"batch", p.fits_with->batch},
@@ -123,8 +123,8 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
           {"params", model.num_parameters()},
           {"batch", r.batch},
           {"per_device_batch", p.per_device_batch},
-          {"precision", memory::precision_name(r.precision)},
-          {"optimizer", memory::optimizer_name(r.optimizer)},
+          {"precision", amp::precision_name(r.precision)},
+          {"optimizer", optim::optimizer_name(r.optimizer)},
           {"zero", r.zero},
           {"world", r.world},
           {"checkpoint_activations", r.checkpoint_activations},
@@ -153,8 +153,8 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
 void plan(const PlanFlags& f) {
   memory::ModelDescription model = describe(f);
   memory::PlanRequest request{.batch = 0,
-                              .precision = memory::parse_precision(f.precision),
-                              .optimizer = memory::parse_optimizer(f.optimizer),
+                              .precision = amp::parse_precision(f.precision),
+                              .optimizer = optim::parse_optimizer(f.optimizer),
                               .zero = f.zero,
                               .world = f.world,
                               .checkpoint_activations = f.checkpoint,
@@ -174,7 +174,7 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
   auto f = std::make_shared<PlanFlags>();
   CLI::App* c = app.add_subcommand(
       "plan",
-      "memory per device for training a model, whether it fits a device, and the seeds' strategy chart.\n"
+      "memory per device for training a model, whether it fits a device, and the strategy chart.\n"
       "Bytes per parameter (params + grads + optimizer), the ZeRO paper's convention:\n"
       "  fp32: 4 + 4 + Adam 8 (m, v) = 16; SGD momentum 4; plain SGD 0\n"
       "  fp16 / bf16 (mixed precision, f32 master weights): 2 + 2 + Adam 12 (master, m, v) = 16; momentum 8; SGD 4\n"
@@ -190,7 +190,7 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
     o->each([f, o](const std::string&) { f->architecture_flags.push_back(o->get_name()); });
   };
   architecture("--layers", f->gpt.layers, "GPT: transformer blocks");
-  architecture("--hidden,--dim", f->gpt.hidden, "GPT: model width");
+  architecture("--hidden,--dim", f->gpt.dim, "GPT: model width");
   architecture("--heads", f->gpt.heads, "GPT: attention heads (must divide --hidden)");
   architecture("--vocab", f->gpt.vocab, "GPT: vocabulary size");
   architecture("--seq,--context", f->gpt.context, "GPT: sequence length trained on");

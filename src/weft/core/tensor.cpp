@@ -260,7 +260,7 @@ std::string Tensor::to_string() const {
   else print_values(out, *this, index, 0, floating, scientific, 7);
   if (numel() == 0 && dim() != 1) out << ", size=" << shape_str(shape());
   if (dtype() != DType::f32) out << ", dtype=" << dtype_name(dtype());
-  if (requires_grad()) out << ", requires_grad=True";
+  if (impl_->requires_grad) out << ", requires_grad=True";
   out << ")";
   return out.str();
 }

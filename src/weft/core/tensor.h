@@ -5,9 +5,19 @@
 // Views (view, reshape when possible, transpose, permute, narrow, slice, select, expand,
 // squeeze, unsqueeze) share the storage and only change shape / strides / offset.
 //
-// Methods that autograd must see (views, contiguous, to, clone, arithmetic) are declared here and
-// defined in the ops layer, which records them on the tape; core itself only offers the raw
-// strided primitive (as_strided) and the non-differentiable copy.
+// Methods that autograd must see (views, contiguous, to, clone) are declared here and defined in
+// the ops layer, which records them on the tape; core itself only offers the raw strided
+// primitive (as_strided) and the non-differentiable copy.
+//
+// The one loop in the layer order, kept on purpose. The "Differentiable methods" below are
+// defined in src/weft/ops/ and the "Autograd" ones in src/weft/autograd/, both above core, as
+// PyTorch's TensorBody.h declares methods that ATen and autograd define. Free functions
+// (weft::view(x, shape)) would break the loop, but x.view(...).transpose(1, 2) reads as the
+// math does and as every PyTorch user expects, across hundreds of call sites. It compiles because
+// tensor.h includes nothing above core (only declarations), and links because weft is one
+// static library. Invariant: neither core nor the kernels call these methods (they use
+// as_strided, copy_, contiguous_untracked and TensorImpl's fields), so everything below autograd
+// works without ops or autograd; tests/test_layers.cpp checks it, with the include order.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -150,22 +150,24 @@ class ClassifierRecorder {
   bool x_needs_grad_ = false;  // the batch needs no gradient; what a layer with parameters makes does
 };
 
-}  // namespace
-
-void GptConfig::check() const {
-  for (auto [flag, value] : {std::pair{"--layers", layers}, std::pair{"--hidden", hidden}, std::pair{"--heads", heads},
-                             std::pair{"--vocab", vocab}, std::pair{"--seq", context}})
+// In `weft plan`'s flags: --hidden is nn::GPTConfig's dim, --seq its context.
+void check_plannable(const nn::GPTConfig& c) {
+  for (auto [flag, value] : {std::pair{"--layers", c.layers}, std::pair{"--hidden", c.dim}, std::pair{"--heads", c.heads},
+                             std::pair{"--vocab", c.vocab}, std::pair{"--seq", c.context}})
     WEFT_CHECK(value > 0, ValueError, "plan: ", flag, " must be a positive number, got ", value);
-  WEFT_CHECK(hidden % heads == 0, ValueError, "plan: --heads ", heads, " must divide --hidden ", hidden,
+  WEFT_CHECK(c.dim % c.heads == 0, ValueError, "plan: --heads ", c.heads, " must divide --hidden ", c.dim,
              " (each head gets hidden / heads dimensions); pick a head count that divides it");
-  product({vocab, hidden, 16});
-  product({layers, block_parameters(), 16});
+  product({c.vocab, c.dim, 16});
+  product({c.layers, gpt_block_parameters(c), 16});
 }
 
-int64_t GptConfig::block_parameters() const { return product({12, hidden, hidden}) + 13 * hidden; }
+}  // namespace
 
-int64_t GptConfig::num_parameters() const {
-  return product({vocab, hidden}) + product({context, hidden}) + product({layers, block_parameters()}) + 2 * hidden;
+int64_t gpt_block_parameters(const nn::GPTConfig& c) { return product({12, c.dim, c.dim}) + 13 * c.dim; }
+
+int64_t gpt_parameters(const nn::GPTConfig& c) {
+  return product({c.vocab, c.dim}) + product({c.context, c.dim}) + product({c.layers, gpt_block_parameters(c)}) +
+         2 * c.dim;
 }
 
 Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& s, const ActivationFormat& format,
@@ -215,25 +217,24 @@ ModelDescription ModelDescription::parameters_only(int64_t count) {
 }
 
 ModelDescription ModelDescription::builtin(const std::string& name) {
-  if (name == "gpt") return gpt(GptConfig{});
+  if (name == "gpt") return gpt(kGpt2Small);
   if (name == "mlp" || name == "cnn") return classifier(name, nn::make_image_classifier(name), {1, 28, 28});
   throw ValueError(str("plan: unknown model '", name, "': expected mlp, cnn or gpt"));
 }
 
-ModelDescription ModelDescription::gpt(const GptConfig& config) {
-  config.check();
+ModelDescription ModelDescription::gpt(const nn::GPTConfig& config) {
+  check_plannable(config);
   ModelDescription m;
-  m.name_ = str("gpt (", config.layers, " layers, hidden ", config.hidden, ", ", config.heads, " heads, vocab ",
+  m.name_ = str("gpt (", config.layers, " layers, hidden ", config.dim, ", ", config.heads, " heads, vocab ",
                 config.vocab, ", context ", config.context, ")");
-  m.num_parameters_ = config.num_parameters();
-  const int64_t D = config.hidden;
+  m.num_parameters_ = gpt_parameters(config);
+  const int64_t D = config.dim;
   m.parameter_tensors_ = {product({config.vocab, D}), product({config.context, D})};
   for (int64_t i = 0; i < config.layers; ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj
     m.parameter_tensors_.insert(m.parameter_tensors_.end(),
                                 {D, D, 3 * D * D, 3 * D, D * D, D, D, D, 4 * D * D, 4 * D, 4 * D * D, D});
   m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D});  // ln_f
-  m.largest_unit_ = std::max({config.block_parameters(), product({config.vocab, config.hidden}),
-                              product({config.context, config.hidden})});
+  m.largest_unit_ = std::max({gpt_block_parameters(config), product({config.vocab, D}), product({config.context, D})});
   m.gpt_ = config;
   return m;
 }
@@ -258,7 +259,7 @@ ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat
   WEFT_CHECK(batch > 0, ValueError, "plan: the batch per device must be positive, got ", batch);
   ActivationTape tape;
   if (gpt_) {
-    const GptConfig& c = *gpt_;
+    const nn::GPTConfig& c = *gpt_;
     const int64_t rows = product({batch, c.context}), e = format.element;
     Value tokens = tape.input(product({rows, 8}));
     Value positions = tape.input(product({c.context, 8}));
@@ -267,21 +268,21 @@ ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat
     // head; the embedding's backward then makes a second [vocab, hidden] gradient and the engine
     // allocates their sum.
     Value tok = tape.record({.name = "wte", .inputs = {tokens}, .grads = {Grad::none},
-                             .output_bytes = product({rows, c.hidden, e}), .saved = {tokens},
-                             .backward_scratch_bytes = product({2, c.vocab, c.hidden, e})});
+                             .output_bytes = product({rows, c.dim, e}), .saved = {tokens},
+                             .backward_scratch_bytes = product({2, c.vocab, c.dim, e})});
     Value pos = tape.record({.name = "wpe", .inputs = {positions}, .grads = {Grad::none},
-                             .output_bytes = product({c.context, c.hidden, e}), .saved = {positions},
-                             .param_grads = product({c.context, c.hidden})});
+                             .output_bytes = product({c.context, c.dim, e}), .saved = {positions},
+                             .param_grads = product({c.context, c.dim})});
     Value x = tape.record({.name = "wte + wpe", .inputs = {tok, pos}, .grads = {Grad::forwarded, Grad::fresh},
-                           .output_bytes = product({rows, c.hidden, e})});
-    const BlockShape shape{batch, c.context, c.hidden, c.heads};
+                           .output_bytes = product({rows, c.dim, e})});
+    const BlockShape shape{batch, c.context, c.dim, c.heads};
     for (int64_t i = 0; i < c.layers; ++i) {
       if (checkpointed) tape.begin_segment();
       x = record_transformer_block(tape, x, shape, format, str("h.", i));
       if (checkpointed) tape.end_segment();
     }
-    x = layer_norm(tape, "ln_f", x, rows, c.hidden);
-    Value logits = keeps_input(tape, "lm_head", x, Grad::fresh, product({rows, c.vocab, e}), product({c.vocab, c.hidden}));
+    x = layer_norm(tape, "ln_f", x, rows, c.dim);
+    Value logits = keeps_input(tape, "lm_head", x, Grad::fresh, product({rows, c.vocab, e}), product({c.vocab, c.dim}));
     tape.hold(cross_entropy(tape, logits, targets, rows, c.vocab, format));
     return tape;
   }

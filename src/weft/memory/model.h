@@ -17,30 +17,25 @@
 #include "weft/core/shape.h"
 #include "weft/memory/activation_tape.h"
 #include "weft/nn/container.h"
+#include "weft/nn/gpt.h"
 
 namespace weft::memory {
 
 // Bytes per activation element: `element` for what runs in the training precision, `fp32_ops` for
-// the ops that mixed precision keeps in f32 (softmax and the loss, as autocast does; the seeds'
-// 003 lists them).
+// the ops that mixed precision keeps in f32 (softmax and the loss, as autocast
+// does).
 struct ActivationFormat {
   int64_t element = 4;
   int64_t fp32_ops = 4;
 };
 
-// Defaults: GPT-2 small (124,439,808 parameters).
-struct GptConfig {
-  int64_t layers = 12;
-  int64_t hidden = 768;
-  int64_t heads = 12;
-  int64_t vocab = 50257;
-  int64_t context = 1024;  // the sequence length trained on
+// GPT-2 small (124,439,808 parameters): `weft plan --model gpt`, and the start of its GPT flags.
+inline constexpr nn::GPTConfig kGpt2Small{.layers = 12, .heads = 12, .dim = 768, .context = 1024, .vocab = 50257};
 
-  // Throws ValueError unless every size is positive and heads divides hidden.
-  void check() const;
-  int64_t num_parameters() const;
-  int64_t block_parameters() const;  // 12 h^2 + 13 h
-};
+// The parameters nn::GPT(config) has, and those of one of its blocks (12 dim^2 + 13 dim). The
+// planner reads config.context as the sequence length trained on and plans without dropout.
+int64_t gpt_parameters(const nn::GPTConfig& config);
+int64_t gpt_block_parameters(const nn::GPTConfig& config);
 
 // The shape of a stack of transformer blocks' input: [batch, seq, hidden], `heads` heads.
 struct BlockShape {
@@ -58,7 +53,8 @@ class ModelDescription {
   static ModelDescription parameters_only(int64_t count);
   // "mlp" or "cnn" (weft's image classifiers on [1, 28, 28] images), or "gpt" (GPT-2 small).
   static ModelDescription builtin(const std::string& name);
-  static ModelDescription gpt(const GptConfig& config);
+  // Throws ValueError unless every size is positive, heads divides dim and the sizes can be counted.
+  static ModelDescription gpt(const nn::GPTConfig& config);
   // A classifier trained with cross-entropy on samples of `sample_shape` (no batch dim). Throws
   // ValueError naming a layer the planner does not know.
   static ModelDescription classifier(std::string name, std::shared_ptr<nn::Sequential> model, Shape sample_shape);
@@ -70,7 +66,7 @@ class ModelDescription {
   // The most parameters ZeRO-3 holds unsharded at once: the largest layer with parameters (a
   // transformer block, an embedding); 0 when unknown.
   int64_t largest_unit_parameters() const { return largest_unit_; }
-  const std::optional<GptConfig>& gpt_config() const { return gpt_; }
+  const std::optional<nn::GPTConfig>& gpt_config() const { return gpt_; }
   bool knows_activations() const { return gpt_.has_value() || classifier_ != nullptr; }
   // The default per-device batch: weft train's 128 images for classifiers, 8 sequences for GPT,
   // 1 for a bare parameter count (whose plan has no activations).
@@ -86,7 +82,7 @@ class ModelDescription {
   int64_t num_parameters_ = 0;
   std::vector<int64_t> parameter_tensors_;
   int64_t largest_unit_ = 0;
-  std::optional<GptConfig> gpt_;
+  std::optional<nn::GPTConfig> gpt_;
   std::shared_ptr<nn::Sequential> classifier_;
   Shape sample_shape_;
 };

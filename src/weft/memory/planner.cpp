@@ -119,43 +119,9 @@ std::optional<Plan> first_that_fits(const ModelDescription& model, const Plan& p
 
 }  // namespace
 
-Precision parse_precision(std::string_view name) {
-  if (name == "fp32" || name == "f32") return Precision::fp32;
-  if (name == "fp16" || name == "f16") return Precision::fp16;
-  if (name == "bf16") return Precision::bf16;
-  if (name == "bf16-pure") return Precision::bf16_pure;
-  throw ValueError(str("plan: unknown precision '", name, "': expected fp32, fp16, bf16 or bf16-pure"));
-}
-
-std::string precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::fp32: return "fp32";
-    case Precision::fp16: return "fp16";
-    case Precision::bf16: return "bf16";
-    case Precision::bf16_pure: return "bf16-pure";
-  }
-  return "?";
-}
-
-OptimizerKind parse_optimizer(std::string_view name) {
-  if (name == "sgd") return OptimizerKind::sgd;
-  if (name == "momentum") return OptimizerKind::sgd_momentum;
-  if (name == "adam" || name == "adamw") return OptimizerKind::adam;
-  throw ValueError(str("plan: unknown optimizer '", name, "': expected sgd, momentum (SGD with momentum), adam or adamw"));
-}
-
-std::string optimizer_name(OptimizerKind optimizer) {
-  switch (optimizer) {
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::sgd_momentum: return "momentum";
-    case OptimizerKind::adam: return "adam";
-  }
-  return "?";
-}
-
 BytesPerParameter bytes_per_parameter(Precision precision, OptimizerKind optimizer) {
   // Optimizer state per parameter in the precision's own terms: how many f32 or 16-bit buffers.
-  const int64_t buffers = optimizer == OptimizerKind::adam ? 2 : optimizer == OptimizerKind::sgd_momentum ? 1 : 0;
+  const int64_t buffers = optim::state_buffers(optimizer);
   switch (precision) {
     case Precision::fp32: return {4, 4, 4 * buffers, 4};
     case Precision::fp16:

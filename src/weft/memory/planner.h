@@ -1,5 +1,5 @@
-// The memory planner behind `weft plan`: the seeds' memory arithmetic (003: ZeRO / FSDP and the
-// strategy chart; 000-002: bytes per parameter, activations) as a function from a training setup to
+// The memory planner behind `weft plan`: the memory arithmetic of training (bytes per parameter,
+// activations, ZeRO / FSDP sharding and a strategy chart) as a function from a training setup to
 // the bytes each device needs, whether they fit a device, and what strategy to use.
 //
 // Bytes per parameter, before sharding (the convention of the ZeRO paper and DeepSpeed):
@@ -28,20 +28,16 @@
 #include <string_view>
 #include <vector>
 
+#include "weft/amp/precision.h"
 #include "weft/memory/devices.h"
 #include "weft/memory/model.h"
+#include "weft/optim/kind.h"
 
 namespace weft::memory {
 
-enum class Precision { fp32, fp16, bf16, bf16_pure };
-enum class OptimizerKind { sgd, sgd_momentum, adam };
-
-// "fp32" | "fp16" | "bf16" | "bf16-pure" (f32 and f16 are accepted too); ValueError otherwise.
-Precision parse_precision(std::string_view name);
-std::string precision_name(Precision precision);
-// "sgd" | "momentum" | "adam" | "adamw" (AdamW keeps what Adam keeps); ValueError otherwise.
-OptimizerKind parse_optimizer(std::string_view name);
-std::string optimizer_name(OptimizerKind optimizer);
+// The trainer's names for precisions and optimizers (amp/precision.h, optim/kind.h).
+using amp::Precision;
+using optim::OptimizerKind;
 
 struct BytesPerParameter {
   int64_t params = 0, grads = 0, optimizer = 0;
@@ -50,7 +46,7 @@ struct BytesPerParameter {
 };
 BytesPerParameter bytes_per_parameter(Precision precision, OptimizerKind optimizer);
 
-// One row of the seeds' strategy chart (003, "Strategy Chart").
+// One row of the strategy chart: which parallelism a model of this size calls for.
 struct ChartRow {
   const char* model_size;  // "1-10GB"
   const char* strategy;    // "Single GPU, mixed precision"
@@ -103,7 +99,7 @@ Plan make_plan(const ModelDescription& model, PlanRequest request);
 // not a positive whole number of at most 1e15.
 int64_t parse_parameter_count(std::string_view text);
 
-// "4.00 GB": decimal units with three significant digits, as the seeds write sizes.
+// "4.00 GB": decimal units with three significant digits, as the strategy chart writes sizes.
 std::string format_decimal_bytes(int64_t bytes);
 
 }  // namespace weft::memory

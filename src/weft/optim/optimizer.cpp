@@ -95,9 +95,13 @@ int64_t Optimizer::step_count(size_t param_index) const {
 void Optimizer::set_state(size_t param_index, int64_t step, const NamedTensors& buffers) {
   WEFT_CHECK(param_index < params_.size(), IndexError, name_, ": state for parameter ", param_index,
              ", but there are ", params_.size(), " parameters");
+  set_state(param_index, step, buffers, str("parameter ", param_index));
+}
+
+void Optimizer::set_state(size_t param_index, int64_t step, const NamedTensors& buffers, const std::string& who) {
   WEFT_CHECK(step >= 0, ValueError, name_, ": step count must be >= 0, got ", step);
   if (step == 0) {
-    WEFT_CHECK(buffers.empty(), ValueError, name_, ": parameter ", param_index,
+    WEFT_CHECK(buffers.empty(), ValueError, name_, ": ", who,
                " has step count 0 but ", buffers.size(), " buffers; a fresh parameter has none");
     state_[param_index] = {};
     return;
@@ -106,7 +110,7 @@ void Optimizer::set_state(size_t param_index, int64_t step, const NamedTensors& 
   const std::vector<std::string> names = buffer_names();
   std::vector<std::string> given;
   for (const auto& [n, t] : buffers) given.push_back(n);
-  const std::string mismatch = str(name_, ": parameter ", param_index, " state needs buffers ", join(names),
+  const std::string mismatch = str(name_, ": ", who, " state needs buffers ", join(names),
                                    ", got ", join(given));
   WEFT_CHECK(buffers.size() == names.size(), ValueError, mismatch);
   ParamState loaded{step, {}};
@@ -114,40 +118,74 @@ void Optimizer::set_state(size_t param_index, int64_t step, const NamedTensors& 
     auto it = std::find_if(buffers.begin(), buffers.end(), [&](const auto& b) { return b.first == n; });
     WEFT_CHECK(it != buffers.end(), ValueError, mismatch);
     WEFT_CHECK(it->second.defined() && it->second.shape() == p.shape(), ShapeError, name_, ": buffer '", n,
-               "' of parameter ", param_index, " must have the parameter's shape ", shape_str(p.shape()),
+               "' of ", who, " must have the parameter's shape ", shape_str(p.shape()),
                ", got ", it->second.defined() ? shape_str(it->second.shape()) : "an undefined tensor");
     loaded.buffers.push_back(Tensor::empty(p.shape(), p.dtype()).copy_(it->second));
   }
   state_[param_index] = std::move(loaded);
 }
 
-std::map<std::string, Tensor> Optimizer::state_dict() const {
+std::vector<std::string> Optimizer::state_keys(const std::vector<std::string>& param_names) const {
+  std::vector<std::string> keys;
+  if (param_names.empty()) {
+    for (size_t i = 0; i < params_.size(); ++i) keys.push_back(std::to_string(i));
+    return keys;
+  }
+  WEFT_CHECK(param_names.size() == params_.size(), ValueError, name_, ": ", param_names.size(),
+             " parameter names for ", params_.size(), " parameters; give one name per parameter");
+  std::unordered_set<std::string> seen;
+  for (const std::string& n : param_names)
+    WEFT_CHECK(!n.empty() && seen.insert(n).second, ValueError, name_, ": parameter name '", n,
+               "' is empty or given twice; state-dict keys must tell the parameters apart");
+  return param_names;
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict(const std::vector<std::string>& param_names) const {
+  const std::vector<std::string> keys = state_keys(param_names);
   const std::vector<std::string> names = buffer_names();
   std::map<std::string, Tensor> dict;
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamState& s = state_[i];
     if (s.step == 0) continue;
-    dict[str(i, ".step")] = Tensor::scalar(static_cast<double>(s.step), DType::i64);
+    dict[keys[i] + ".step"] = Tensor::scalar(static_cast<double>(s.step), DType::i64);
     for (size_t k = 0; k < names.size(); ++k)
-      dict[str(i, ".", names[k])] = Tensor::empty(s.buffers[k].shape(), s.buffers[k].dtype()).copy_(s.buffers[k]);
+      dict[keys[i] + "." + names[k]] = Tensor::empty(s.buffers[k].shape(), s.buffers[k].dtype()).copy_(s.buffers[k]);
   }
   return dict;
 }
 
-void Optimizer::load_state_dict(const std::map<std::string, Tensor>& dict) {
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& dict, const std::vector<std::string>& param_names) {
   struct Entry {
-    int64_t step = -1;  // -1: the dict has no "i.step"
+    int64_t step = -1;  // -1: the dict has no "KEY.step"
     NamedTensors buffers;
   };
+  const bool by_name = !param_names.empty();
+  const std::vector<std::string> keys = state_keys(param_names);
+  std::map<std::string, size_t> index_of;
+  for (size_t i = 0; i < keys.size(); ++i) index_of[keys[i]] = i;
+  auto who = [&](size_t i) { return by_name ? str("parameter '", keys[i], "'") : str("parameter ", i); };
+
   std::map<size_t, Entry> entries;
   for (const auto& [key, value] : dict) {
-    size_t index = 0;
-    auto [end, err] = std::from_chars(key.data(), key.data() + key.size(), index);
-    WEFT_CHECK(err == std::errc() && end != key.data() && *end == '.' && end + 1 != key.data() + key.size(),
-               ValueError, name_, ": load_state_dict: key '", key, "' is not 'param_index.name'");
-    WEFT_CHECK(index < params_.size(), IndexError, name_, ": load_state_dict: key '", key,
-               "' names parameter ", index, ", but there are ", params_.size(), " parameters");
-    std::string field(end + 1, key.data() + key.size());
+    // Buffer names have no dots, parameter names do: the field is what follows the last one.
+    const size_t dot = key.rfind('.');
+    WEFT_CHECK(dot != std::string::npos && dot > 0 && dot + 1 < key.size(), ValueError, name_,
+               ": load_state_dict: key '", key, "' is not '", by_name ? "param_name" : "param_index", ".field'");
+    const std::string param = key.substr(0, dot), field = key.substr(dot + 1);
+    auto it = index_of.find(param);
+    if (it == index_of.end()) {
+      if (by_name)
+        throw ValueError(str(name_, ": load_state_dict: state for parameter '", param,
+                             "', but there is no parameter of that name (renamed or removed?); "
+                             "load it into the model it was saved from"));
+      size_t index = 0;
+      auto [end, err] = std::from_chars(param.data(), param.data() + param.size(), index);
+      WEFT_CHECK(err == std::errc() && end == param.data() + param.size(), ValueError, name_,
+                 ": load_state_dict: key '", key, "' is not 'param_index.field'");
+      throw IndexError(str(name_, ": load_state_dict: key '", key, "' names parameter ", index, ", but there are ",
+                           params_.size(), " parameters"));
+    }
+    const size_t index = it->second;
     if (field == "step") {
       double v = value.defined() && value.numel() == 1 ? value.item() : -1;
       WEFT_CHECK(v >= 0 && std::floor(v) == v, ValueError, name_, ": load_state_dict: '", key,
@@ -161,9 +199,9 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& dict) {
   std::vector<ParamState> previous = std::exchange(state_, std::vector<ParamState>(params_.size()));
   try {
     for (const auto& [index, e] : entries) {
-      WEFT_CHECK(e.step >= 0, ValueError, name_, ": load_state_dict: parameter ", index,
-                 " has buffers but no '", index, ".step'");
-      set_state(index, e.step, e.buffers);
+      WEFT_CHECK(e.step >= 0, ValueError, name_, ": load_state_dict: ", who(index), " has buffers but no '",
+                 keys[index], ".step'");
+      set_state(index, e.step, e.buffers, who(index));
     }
   } catch (...) {
     state_ = std::move(previous);

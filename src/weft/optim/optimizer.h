@@ -10,7 +10,9 @@
 // Invariant: a parameter's step count is 0 exactly when it has no buffers; the buffers are
 // created (zero-filled) on its first update. State is reachable by parameter index, so a ZeRO
 // shard's optimizer holds state only for the parameters (or flat shards) it was given, and a
-// checkpoint can save state_dict() and load_state_dict() it into a fresh optimizer.
+// checkpoint can save state_dict() and load_state_dict() it into a fresh optimizer. Given the
+// parameters' names, the state dict is keyed by name instead of position, so a checkpoint stays
+// readable when the parameter list is cut differently (a sharded checkpoint maps names).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -49,13 +51,16 @@ class Optimizer {
   // the parameter's shape; converted to its dtype). step 0 with no buffers resets it.
   void set_state(size_t param_index, int64_t step, const NamedTensors& buffers);
 
-  // All state as "i.name" → buffer copy and "i.step" → 0-d i64 tensor, for parameters that
-  // have been updated at least once.
-  std::map<std::string, Tensor> state_dict() const;
-  // Replaces all state with `dict` (as state_dict() writes it); parameters it does not
-  // mention start fresh. A malformed dict (bad key, missing step or buffer, wrong shape)
-  // throws and leaves the state as it was.
-  void load_state_dict(const std::map<std::string, Tensor>& dict);
+  // All state as "KEY.buffer" → buffer copy and "KEY.step" → 0-d i64 tensor, for parameters
+  // that have been updated at least once. A parameter's KEY is param_names[i] when names are
+  // given ("h.0.attn.c_attn.weight.exp_avg"), else its index i ("0.exp_avg"). Names must be
+  // unique and non-empty, one per parameter (ValueError otherwise).
+  std::map<std::string, Tensor> state_dict(const std::vector<std::string>& param_names = {}) const;
+  // Replaces all state with `dict` (as state_dict() writes it, with the same param_names);
+  // parameters it does not mention start fresh. A malformed dict (a key naming no parameter,
+  // missing step or buffer, wrong shape) throws, naming the parameter, and leaves the state as
+  // it was.
+  void load_state_dict(const std::map<std::string, Tensor>& dict, const std::vector<std::string>& param_names = {});
 
  protected:
   // The buffers the rule keeps per parameter, in the order update() receives them.
@@ -72,6 +77,10 @@ class Optimizer {
     int64_t step = 0;
     std::vector<Tensor> buffers;
   };
+  // Each parameter's state-dict key: param_names, checked, or the indices.
+  std::vector<std::string> state_keys(const std::vector<std::string>& param_names) const;
+  // set_state, with `who` ("parameter 3", "parameter 'wte.weight'") in its errors.
+  void set_state(size_t param_index, int64_t step, const NamedTensors& buffers, const std::string& who);
 
   std::string name_;
   std::vector<Tensor> params_;

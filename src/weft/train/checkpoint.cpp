@@ -16,6 +16,26 @@ std::string model_path(const std::string& dir) { return (fs::path(dir) / "model.
 std::string optimizer_path(const std::string& dir) { return (fs::path(dir) / "optimizer.safetensors").string(); }
 std::string trainer_path(const std::string& dir) { return (fs::path(dir) / "trainer.json").string(); }
 
+// Files written since optimizer state is keyed by parameter name say so in their metadata; older
+// ones are keyed by position in the optimizer's parameter list.
+constexpr const char* kOptimizerKeys = "weft.optimizer_keys";
+constexpr const char* kKeyedByName = "parameter names";
+
+// The model's name for each of the optimizer's parameters, in the optimizer's order.
+std::vector<std::string> parameter_names(const nn::Module& model, const optim::Optimizer& optimizer) {
+  std::map<const TensorImpl*, std::string> name_of;
+  for (const auto& [name, tensor] : model.named_parameters()) name_of.emplace(tensor.impl(), name);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < optimizer.params().size(); ++i) {
+    auto it = name_of.find(optimizer.params()[i].impl());
+    WEFT_CHECK(it != name_of.end(), ValueError, optimizer.name(), "'s parameter ", i, " (shape ",
+               shape_str(optimizer.params()[i].shape()), ") is not one of the model's parameters, so its state "
+               "has no name to be saved under; build the optimizer over model.parameters()");
+    names.push_back(it->second);
+  }
+  return names;
+}
+
 int64_t saved_step(const io::SafetensorsFile& file, const std::string& path) {
   auto it = file.metadata.find("weft.step");
   if (it == file.metadata.end()) throw FormatError(str(path, ": no weft.step in its metadata; not a weft training checkpoint"));
@@ -38,9 +58,9 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
   metadata.insert({{"format", "pt"}, {"weft.model", model_name}, {"weft.step", step}});
   io::save_safetensors(model_path(dir), weights, metadata);
 
-  auto optimizer_state = optimizer.state_dict();
+  auto optimizer_state = optimizer.state_dict(parameter_names(model, optimizer));
   io::save_safetensors(optimizer_path(dir), {optimizer_state.begin(), optimizer_state.end()},
-                       {{"weft.optimizer", optimizer.name()}, {"weft.step", step}});
+                       {{"weft.optimizer", optimizer.name()}, {"weft.step", step}, {kOptimizerKeys, kKeyedByName}});
 
   nlohmann::json trainer = {{"epoch", state.epoch}, {"step", state.step}, {"model", model_name},
                             {"optimizer", optimizer.name()}, {"options", state.options}};
@@ -99,7 +119,14 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
   for (const auto& [name, tensor] : weights.tensors) state_dict.insert(name, tensor);
   std::map<std::string, Tensor> optimizer_state(optimizer_file.tensors.begin(), optimizer_file.tensors.end());
   model.load_state_dict(state_dict);
-  optimizer.load_state_dict(optimizer_state);
+  auto keys = optimizer_file.metadata.find(kOptimizerKeys);
+  if (keys == optimizer_file.metadata.end()) {
+    optimizer.load_state_dict(optimizer_state);  // positional: the parameter order has not changed since
+  } else {
+    WEFT_CHECK(keys->second == kKeyedByName, FormatError, optimizer_path(dir), ": ", kOptimizerKeys, " is '",
+               keys->second, "', expected '", kKeyedByName, "'; was it written by a newer weft?");
+    optimizer.load_state_dict(optimizer_state, parameter_names(model, optimizer));
+  }
   return state;
 }
 

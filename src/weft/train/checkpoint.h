@@ -2,13 +2,21 @@
 // where it stopped.
 //
 //   DIR/model.safetensors      the weights (state-dict keys), readable by any safetensors reader
-//   DIR/optimizer.safetensors  the optimizer's per-parameter state ("0.exp_avg", "0.step", ...)
+//   DIR/optimizer.safetensors  the optimizer's per-parameter state, keyed by the model's parameter
+//                              names ("wte.weight.exp_avg", "wte.weight.step", ...; a tied
+//                              parameter once, under its first name)
 //   DIR/trainer.json           epoch, step, RNG state, the run's options, fp16's loss-scaler state
 //
 // Each file is written atomically (temporary file, fsync, rename), so a crash leaves every file
 // either old or new, never half-written. The three files record the step they were saved at
 // (safetensors metadata "weft.step" and trainer.json's "step"), and loading refuses a set whose
 // steps disagree (a crash between two renames) instead of resuming from mixed state.
+//
+// Optimizer state keyed by name (metadata "weft.optimizer_keys": "parameter names") lets a
+// sharded checkpoint map it to whichever rank holds the parameter. Checkpoints written before
+// were keyed by position ("0.exp_avg"), and still load: position i is the optimizer's parameter
+// i, which is the model's i-th parameter when the optimizer was built over model.parameters(),
+// as every weft trainer builds it. A name in the file that the model lacks → ValueError naming it.
 #pragma once
 #include <array>
 #include <optional>
@@ -38,6 +46,7 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
                      const std::map<std::string, std::string>& model_metadata = {});
 // Loads weights and optimizer state in place and returns the trainer state. `model_name` must
 // match the one saved (ValueError otherwise); a missing or malformed file → IOError / FormatError.
+// Both save and load need every optimizer parameter to be one of the model's (ValueError).
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              optim::Optimizer& optimizer);
 

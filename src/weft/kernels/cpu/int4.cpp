@@ -112,7 +112,8 @@ Tensor dequantize_int4(const Tensor& packed, const Tensor& scales, int64_t in_fe
 Tensor int4_linear(const Tensor& x, const Tensor& packed, const Tensor& scales, int64_t group_size, const Tensor& bias) {
   check_x("int4_linear", x, packed, bias);
   Tensor w = dequantize_int4(packed, scales, x.size(1), group_size);
-  return matmul(x, w.t(), bias);
+  // w's transpose as a raw strided view: Tensor::t() belongs to ops (it records for autograd).
+  return matmul(x, w.as_strided({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.storage_offset()), bias);
 }
 
 namespace reference {
