@@ -116,14 +116,14 @@ TEST_F(LMTest, GradientAccumulationAndCheckpointingKeepTheUpdate) {
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << "weight " << i;
 }
 
-// SGD and the step schedule are the trainer's, so the GPT has them too.
+// Momentum SGD and the step schedule are the trainer's, so the GPT has them too.
 TEST_F(LMTest, SgdWithAStepScheduleTrainsTheGpt) {
   TrainOptions o = small("sgd");
-  o.optimizer = "sgd";
+  o.optimizer = optim::OptimizerKind::momentum;
   o.schedule = "step";
   o.lr = 0.5;
   TrainResult r = run(o);
-  EXPECT_EQ(r.setup["optimizer"], "sgd");
+  EXPECT_EQ(r.setup["optimizer"], "momentum");
   EXPECT_LT(value(r, "val_loss"), std::log(256.0)) << log_;
   EXPECT_TRUE(io::load_safetensors(o.out_dir + "/optimizer.safetensors").tensors.size() > 0);
 }
@@ -132,7 +132,7 @@ TEST_F(LMTest, Bf16TrainsCloseToFp32) {
   TrainOptions fp32 = small();
   TrainResult full = run(fp32);
   TrainOptions bf16 = small();
-  bf16.precision = "bf16";
+  bf16.precision = amp::Precision::bf16;
   TrainResult low = run(bf16);
   EXPECT_NEAR(value(low, "val_loss"), value(full, "val_loss"), 0.1 * value(full, "val_loss"));
 }

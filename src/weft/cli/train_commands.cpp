@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/amp/precision.h"
 #include "weft/cli/commands.h"
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
@@ -13,6 +14,7 @@
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/nn/models.h"
+#include "weft/optim/kind.h"
 #include "weft/quant/checkpoint.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/image_task.h"
@@ -35,7 +37,7 @@ void train(const train::TrainOptions& options, bool json) {
             << static_cast<int64_t>(r.items_per_s) << " " << r.items_name << "/s; wall time " << r.wall_s << " s\n"
             << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
             << format_bytes(r.peak_rss_bytes) << "\n";
-  if (options.precision == "fp16")
+  if (options.precision == amp::Precision::fp16)
     std::cout << "fp16: " << r.skipped_steps << " steps skipped for inf/NaN gradients, final loss scale " << r.loss_scale
               << "\n";
   if (!options.out_dir.empty()) {
@@ -113,6 +115,23 @@ void optional_option(CLI::App* app, const std::string& name, std::optional<T>& t
   app->add_option_function<T>(name, [&target](const T& value) { target = value; }, help);
 }
 
+// A flag that takes one of a vocabulary's names (amp/precision.h, optim/kind.h); an unknown name
+// is the vocabulary's ValueError, naming the flag.
+template <typename T, typename Parse, typename Name>
+void named_option(CLI::App* app, const std::string& flag, T& target, Parse parse, Name name, const std::string& help) {
+  app->add_option_function<std::string>(
+         flag,
+         [&target, parse, flag](const std::string& value) {
+           try {
+             target = parse(value);
+           } catch (const ValueError& e) {
+             throw CLI::ValidationError(flag, e.what());
+           }
+         },
+         help)
+      ->default_str(name(target));
+}
+
 }  // namespace
 
 void add_train_commands(CLI::App& app, std::function<void()>& run) {
@@ -126,17 +145,17 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_option("--time-limit", o->time_limit, "seconds of training; alone, it plans the step count");
   t->add_option("--limit-train-batches", o->limit_train_batches, "an epoch is the first N batches");
   optional_option(t, "--batch-size", o->batch_size, "samples per step (default: 128 images; 16 windows of --context tokens)");
-  t->add_option("--optimizer", o->optimizer, "adamw | sgd (momentum 0.9)")
-      ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
-  optional_option(t, "--lr", o->lr, "learning rate (default: adamw 4e-3 for mlp and cnn, 2e-3 for gpt; sgd 0.1)");
-  optional_option(t, "--weight-decay", o->weight_decay, "adamw's decoupled weight decay (default: 0.01; gpt 0.1)");
+  named_option(t, "--optimizer", o->optimizer, optim::parse_optimizer, optim::optimizer_name,
+               "adamw | adam | momentum (SGD with momentum 0.9) | sgd");
+  optional_option(t, "--lr", o->lr, "learning rate (default: adam(w) 4e-3 for mlp and cnn, 2e-3 for gpt; sgd 0.1)");
+  optional_option(t, "--weight-decay", o->weight_decay,
+                  "adamw: decoupled (default 0.01; gpt 0.1); the others: an L2 penalty (default 0)");
   t->add_option("--schedule", o->schedule, "constant | step (x0.5 per epoch) | cosine (after a warmup, to zero at the end)")
       ->check(CLI::IsMember({"constant", "step", "cosine"}))->capture_default_str();
   optional_option(t, "--warmup", o->warmup, "cosine's warmup steps (default: 0; gpt 10% of the steps, at most 100)");
   optional_option(t, "--clip-grad", o->clip_grad, "clip the gradients' total norm, 0: off (default: off; gpt 1)");
-  t->add_option("--precision", o->precision,
-                "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
+  named_option(t, "--precision", o->precision, amp::parse_precision, amp::precision_name,
+               "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling");
   t->add_option("--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step")->capture_default_str();
   t->add_flag("--checkpoint-activations", o->checkpoint_activations,
               "recompute activations in backward instead of keeping them");

@@ -47,7 +47,7 @@ namespace {
 // 2 epochs (seeds 1 and 2: 89.76%, 90.00%) and the MLP 88.34% after 3. PyTorch's usual AdamW 1e-3
 // gives 88.0% (PyTorch itself: 88.2%), and a per-epoch step decay at 4e-3 89.39%.
 // Evaluation needs no gradients, so it runs in larger batches than training.
-const TaskDefaults kImageDefaults{.epochs = 2, .batch_size = 128, .adamw_lr = 4e-3, .sgd_lr = 0.1,
+const TaskDefaults kImageDefaults{.epochs = 2, .batch_size = 128, .adam_lr = 4e-3, .sgd_lr = 0.1,
                                   .weight_decay = 0.01, .beta2 = 0.999, .clip_grad = 0, .warmup = 0,
                                   .eval_every = std::nullopt, .eval_batch = 1000};
 

@@ -203,7 +203,7 @@ namespace {
 // GPT recipes train with AdamW at betas (0.9, 0.95), weight decay 0.1 and the gradients' norm
 // clipped to 1 (nanoGPT's, GPT-3's); 2e-3 suits the default small model. Validation runs only at
 // the end unless --eval-every asks, in batches of the training batch size.
-const TaskDefaults kTextDefaults{.epochs = 1, .batch_size = 16, .adamw_lr = 2e-3, .sgd_lr = 0.1,
+const TaskDefaults kTextDefaults{.epochs = 1, .batch_size = 16, .adam_lr = 2e-3, .sgd_lr = 0.1,
                                  .weight_decay = 0.1, .beta2 = 0.95, .clip_grad = 1.0, .warmup = std::nullopt,
                                  .eval_every = 0, .eval_batch = 0};
 

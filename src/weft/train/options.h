@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/amp/precision.h"
 #include "weft/nn/gpt.h"
+#include "weft/optim/kind.h"
 
 namespace weft::train {
 
@@ -47,16 +49,17 @@ struct TrainOptions {
 
   // The update.
   std::optional<int64_t> batch_size;  // samples per optimizer step
-  std::string optimizer = "adamw";    // adamw | sgd (momentum 0.9)
+  // adamw | adam | momentum (SGD, momentum 0.9) | sgd: the names weft plan prices (optim/kind.h)
+  optim::OptimizerKind optimizer = optim::OptimizerKind::adamw;
   std::optional<double> lr;
-  std::optional<double> weight_decay;  // adamw's decoupled weight decay
+  std::optional<double> weight_decay;  // adamw: decoupled (default: the task's); the others: an L2 penalty (default 0)
   std::string schedule = "cosine";     // constant | step (x0.5 each epoch) | cosine (after a warmup, to zero at the end)
   std::optional<int64_t> warmup;       // cosine's linear warmup, in steps
   std::optional<double> clip_grad;     // the gradients' total norm; 0: off
 
   // Precision and memory (docs/mixed-precision.md). fp32 | bf16 | fp16: bf16 and fp16 run the
   // forward under autocast with f32 master weights; fp16 adds dynamic loss scaling.
-  std::string precision = "fp32";
+  amp::Precision precision = amp::Precision::fp32;
   int64_t grad_accum = 1;               // micro-batches per step; must divide the batch size
   bool checkpoint_activations = false;  // recompute activations in backward instead of keeping them
   bool auto_batch = false;   // on OutOfMemoryError: halve the micro-batch, redo the step (and evaluation)

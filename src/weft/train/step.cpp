@@ -11,19 +11,15 @@
 
 namespace weft::train {
 
-void check_precision(const std::string& precision, std::ostream& log) {
-  WEFT_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16", ValueError, "unknown precision '",
-             precision, "': expected fp32, bf16 or fp16 (int8 is for inference: weft quantize)");
-  WEFT_CHECK(precision != "bf16" || cpu::onednn::bf16_support() != cpu::onednn::Bf16Support::none, ValueError,
+void check_precision(amp::Precision precision, std::ostream& log) {
+  WEFT_CHECK(precision != amp::Precision::bf16_pure, ValueError,
+             "--precision bf16-pure is priced by weft plan but not trained: weft train keeps f32 master weights; "
+             "use --precision bf16 (int8 is for inference: weft quantize)");
+  const bool bf16 = precision == amp::Precision::bf16;
+  WEFT_CHECK(!bf16 || cpu::onednn::bf16_support() != cpu::onednn::Bf16Support::none, ValueError,
              "--precision bf16 is not supported on this CPU: oneDNN needs AVX-512 for bf16 kernels; use --precision fp32");
-  if (precision == "bf16" && cpu::onednn::bf16_support() == cpu::onednn::Bf16Support::emulated)
+  if (bf16 && cpu::onednn::bf16_support() == cpu::onednn::Bf16Support::emulated)
     log << "note: this CPU has no bf16 instructions; oneDNN emulates bf16 with AVX-512, slower than fp32\n";
-}
-
-std::optional<DType> autocast_type(const std::string& precision) {
-  if (precision == "bf16") return DType::bf16;
-  if (precision == "fp16") return DType::f16;
-  return std::nullopt;
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& targets) {

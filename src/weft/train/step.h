@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/amp/grad_scaler.h"
+#include "weft/amp/precision.h"
 #include "weft/data/dataset.h"
 #include "weft/io/tensorboard.h"
 #include "weft/nn/module.h"
@@ -18,11 +19,10 @@
 
 namespace weft::train {
 
-// fp32 | bf16 | fp16, anything else → ValueError; bf16 on a CPU without AVX-512 → ValueError.
-// Where oneDNN only emulates bf16 (slower than fp32), says so on `log`.
-void check_precision(const std::string& precision, std::ostream& log);
-// The autocast type of a --precision: bf16, f16, or none for fp32.
-std::optional<DType> autocast_type(const std::string& precision);
+// What the trainer runs: fp32, bf16 and fp16, not bf16-pure (which the planner prices) →
+// ValueError; bf16 on a CPU without AVX-512 → ValueError. Where oneDNN only emulates bf16 (slower
+// than fp32), says so on `log`.
+void check_precision(amp::Precision precision, std::ostream& log);
 
 // How many rows of logits [N, C] have their argmax at targets [N].
 int64_t count_correct(const Tensor& logits, const Tensor& targets);

@@ -32,9 +32,9 @@ namespace weft::train {
 struct TaskDefaults {
   double epochs = 1;
   int64_t batch_size = 1;
-  double adamw_lr = 1e-3, sgd_lr = 0.1;
-  double weight_decay = 0.01;  // adamw
-  double beta2 = 0.999;        // adamw
+  double adam_lr = 1e-3, sgd_lr = 0.1;  // adam and adamw; sgd and momentum
+  double weight_decay = 0.01;  // adamw's
+  double beta2 = 0.999;        // adam and adamw
   double clip_grad = 0;        // 0: off
   std::optional<int64_t> warmup;      // nullopt: 10% of the steps, at most 100
   std::optional<int64_t> eval_every;  // nullopt: at the end of every epoch

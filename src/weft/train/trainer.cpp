@@ -41,8 +41,6 @@ void check_options(const TrainOptions& o, std::ostream& log) {
   WEFT_CHECK(o.limit_train_batches >= 0, ValueError, "--limit-train-batches must not be negative, got ",
              o.limit_train_batches);
   WEFT_CHECK(!o.batch_size || *o.batch_size > 0, ValueError, "--batch-size must be positive, got ", *o.batch_size);
-  WEFT_CHECK(o.optimizer == "adamw" || o.optimizer == "sgd", ValueError, "unknown optimizer '", o.optimizer,
-             "': expected adamw or sgd");
   WEFT_CHECK(!o.lr || (*o.lr > 0 && std::isfinite(*o.lr)), ValueError, "--lr must be a positive number, got ", *o.lr);
   WEFT_CHECK(!o.weight_decay || *o.weight_decay >= 0, ValueError, "--weight-decay must not be negative, got ",
              *o.weight_decay);
@@ -61,10 +59,22 @@ void check_options(const TrainOptions& o, std::ostream& log) {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const TaskDefaults& d, double lr,
                                                  std::vector<Tensor> params) {
-  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), lr, optim::SGDOptions{.momentum = 0.9});
-  return std::make_unique<optim::AdamW>(
-      std::move(params), optim::AdamWOptions{.lr = lr, .beta1 = 0.9, .beta2 = d.beta2, .eps = 1e-8,
-                                             .weight_decay = o.weight_decay.value_or(d.weight_decay)});
+  // The task's weight decay is AdamW's decoupled one; the others take an L2 penalty only when asked.
+  const double decay = o.weight_decay.value_or(o.optimizer == optim::OptimizerKind::adamw ? d.weight_decay : 0);
+  switch (o.optimizer) {
+    case optim::OptimizerKind::sgd:
+      return std::make_unique<optim::SGD>(std::move(params), lr, optim::SGDOptions{.weight_decay = decay});
+    case optim::OptimizerKind::momentum:
+      return std::make_unique<optim::SGD>(std::move(params), lr,
+                                          optim::SGDOptions{.momentum = 0.9, .weight_decay = decay});
+    case optim::OptimizerKind::adam:
+      return std::make_unique<optim::Adam>(
+          std::move(params), optim::AdamOptions{.lr = lr, .beta1 = 0.9, .beta2 = d.beta2, .weight_decay = decay});
+    case optim::OptimizerKind::adamw:
+      return std::make_unique<optim::AdamW>(
+          std::move(params), optim::AdamWOptions{.lr = lr, .beta1 = 0.9, .beta2 = d.beta2, .weight_decay = decay});
+  }
+  throw ValueError("unknown optimizer");
 }
 
 // Cosine's horizon is the planned steps, so resuming with another plan re-plans it (the rate
@@ -127,15 +137,16 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   WEFT_CHECK(batch_size % o.grad_accum == 0, ValueError, "--grad-accum ", o.grad_accum,
              " must be a positive divisor of --batch-size ", batch_size, ", so that every micro-batch has ",
              "batch-size / grad-accum samples");
-  const double lr = o.lr.value_or(o.optimizer == "sgd" ? d.sgd_lr : d.adamw_lr);
+  const bool adaptive = o.optimizer == optim::OptimizerKind::adam || o.optimizer == optim::OptimizerKind::adamw;
+  const double lr = o.lr.value_or(adaptive ? d.adam_lr : d.sgd_lr);
   const double clip_grad = o.clip_grad.value_or(d.clip_grad);
 
   manual_seed(o.seed);
   std::shared_ptr<nn::Module> model = task->make_model(o.checkpoint_activations);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, d, lr, model->parameters());
-  const std::optional<DType> low_precision = autocast_type(o.precision);
+  const std::optional<DType> low_precision = amp::compute_dtype(o.precision);
   std::optional<amp::GradScaler> scaler;
-  if (o.precision == "fp16") scaler.emplace();
+  if (o.precision == amp::Precision::fp16) scaler.emplace();
   amp::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
 
   std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed);
@@ -208,7 +219,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   result.batch_size = batch_size;
   result.items_name = task->items();
   result.task = task->describe();
-  result.setup = {{"optimizer", o.optimizer}, {"lr", lr}, {"schedule", o.schedule}, {"precision", o.precision},
+  result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule}, {"precision", amp::precision_name(o.precision)},
                   {"grad_accum", o.grad_accum}, {"checkpoint_activations", o.checkpoint_activations},
                   {"clip_grad", clip_grad}, {"seed", o.seed}, {"out", o.out_dir}};
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
