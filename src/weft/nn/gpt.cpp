@@ -45,7 +45,10 @@ Tensor GPT::forward(const Tensor& tokens) {
   WEFT_CHECK(T >= 1 && T <= config.context, ShapeError, "GPT: ", T, " tokens do not fit the context of ",
              config.context);
   Tensor positions = Tensor::arange(T, DType::i64);
-  Tensor x = (*drop)(add((*wte)(tokens), (*wpe)(positions)));
+  // Two statements, so wte runs before wpe (argument order is unspecified) and hooks see the
+  // modules in their registration order.
+  Tensor token_embeddings = (*wte)(tokens);
+  Tensor x = (*drop)(add(token_embeddings, (*wpe)(positions)));
   x = (*ln_f)((*h)(x));
   return linear(x, wte->get_parameter("weight"), Tensor());
 }
@@ -61,7 +64,8 @@ Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
              " new tokens do not fit the context of ", config.context);
   std::vector<int64_t> positions(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = start + t;
-  Tensor x = (*drop)(add((*wte)(tokens), (*wpe)(Tensor::from_vector(positions, {T}))));
+  Tensor token_embeddings = (*wte)(tokens);
+  Tensor x = (*drop)(add(token_embeddings, (*wpe)(Tensor::from_vector(positions, {T}))));
   x = h->call_with_hooks(x, [&](const Tensor& input) {
     Tensor y = input;
     for (int64_t i = 0; i < config.layers; ++i) {

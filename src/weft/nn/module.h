@@ -111,8 +111,9 @@ class Module {
   void register_module(const std::string& name, std::shared_ptr<M>& member, std::type_identity_t<std::shared_ptr<M>> module) {
     add_child(name, module, [&member](const std::shared_ptr<Module>& replacement) {
       std::shared_ptr<M> typed = std::dynamic_pointer_cast<M>(replacement);
-      if (typed) member = std::move(typed);
-      return typed != nullptr;
+      if (!typed) return false;
+      member = std::move(typed);
+      return true;
     });
     member = std::move(module);
   }
