@@ -25,7 +25,8 @@
 // Forwards with more arguments (GPT's and the blocks' KV-cache forwards) run the same hooks
 // through call_with_hooks: the hooks see the tensor argument and the output, not the cache.
 // With no hook registered a call costs two null-pointer tests more than forward (core/hooks.h):
-// no allocation, no std::function call.
+// no allocation, no std::function call; bench/bench_module_call measures under a nanosecond a
+// call, against milliseconds for a GPT forward of 54 module calls.
 //
 // Swapping a child. A module that calls a child through a member registers it with that member
 // (register_module(name, member, module)); replace_module then assigns the member and the
