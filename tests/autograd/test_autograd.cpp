@@ -196,6 +196,31 @@ TEST(AutogradTest, GradReadyHookFiresOncePerLeafWithTheFinalGradient) {
   EXPECT_THROW(Tensor::zeros({2}).register_grad_ready_hook([](const Tensor&) {}), ValueError);
 }
 
+TEST(AutogradTest, GradReadyHookHandlesRemoveTheirHook) {
+  Tensor x = leaf({1, 2});
+  int kept = 0, removed = 0, once = 0;
+  RemovableHandle keep = x.register_grad_ready_hook([&](const Tensor&) { ++kept; });
+  RemovableHandle drop = x.register_grad_ready_hook([&](const Tensor&) { ++removed; });
+  // A one-shot hook removes itself while it runs.
+  RemovableHandle one_shot;
+  one_shot = x.register_grad_ready_hook([&](const Tensor&) {
+    ++once;
+    one_shot.remove();
+  });
+  sum(mul(x, x)).backward();
+  drop.remove();
+  sum(mul(x, x)).backward();
+  EXPECT_EQ(kept, 2);
+  EXPECT_EQ(removed, 1);
+  EXPECT_EQ(once, 1);
+  drop.remove();  // twice: nothing happens
+  {
+    Tensor short_lived = leaf({3});
+    drop = short_lived.register_grad_ready_hook([](const Tensor&) {});
+  }
+  drop.remove();  // after the tensor died: nothing happens
+}
+
 TEST(AutogradTest, HooksFireInReverseOrderOfUse) {
   Tensor x = leaf({1, 2}), w1 = leaf({3, 4}), w2 = leaf({5, 6}), w3 = leaf({7, 8});
   std::vector<std::string> order;

@@ -155,13 +155,14 @@ TEST(Attention, MultiheadAttentionMatchesPerHeadReference) {
   const int64_t B = 2, T = 4, C = 6, H = 2, D = 3;
   Tensor x = randn64({B, T, C}, 13);
   // Project with the fused weights, then attend head by head over the [B, H, T, D] slices.
-  auto project = [](const Tensor& in, const nn::Linear& layer, int64_t row0, int64_t rows) {
+  auto project = [](const Tensor& in, nn::Module& layer, int64_t row0, int64_t rows) {
+    const Tensor weight = layer.get_parameter("weight"), bias = layer.get_parameter("bias");
     std::vector<double> out;
     for (int64_t b = 0; b < in.size(0); ++b)
       for (int64_t t = 0; t < in.size(1); ++t)
         for (int64_t r = row0; r < row0 + rows; ++r) {
-          double acc = layer.bias.at({r});
-          for (int64_t c = 0; c < in.size(2); ++c) acc += layer.weight.at({r, c}) * in.at({b, t, c});
+          double acc = bias.at({r});
+          for (int64_t c = 0; c < in.size(2); ++c) acc += weight.at({r, c}) * in.at({b, t, c});
           out.push_back(acc);
         }
     return Tensor::from_vector(out, {in.size(0), in.size(1), rows}, DType::f64);

@@ -144,8 +144,8 @@ TEST(Layer, ForwardEqualsTheFunctionalOp) {
 TEST(Layer, TransformerBlockForwardAndBackward) {
   manual_seed(3);
   TransformerBlock block(16, 4);
-  EXPECT_EQ(block.attn->c_attn->weight.shape(), (Shape{48, 16}));
-  EXPECT_EQ(block.mlp->c_fc->weight.shape(), (Shape{64, 16}));
+  EXPECT_EQ(block.get_parameter("attn.c_attn.weight").shape(), (Shape{48, 16}));
+  EXPECT_EQ(block.mlp->c_fc->get_parameter("weight").shape(), (Shape{64, 16}));
   Tensor x = Tensor::randn({2, 5, 16}).requires_grad_();
   Tensor y = block(x);
   EXPECT_EQ(y.shape(), x.shape());

@@ -61,7 +61,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
     cpu::add_(grad, incoming);
   }
   Tensor leaf(leaf_);
-  for (auto& hook : leaf_->grad_ready_hooks) hook(leaf);
+  leaf_->grad_ready_hooks.for_each([&](const auto& hook) { hook(leaf); });
   return {};
 }
 
@@ -203,10 +203,10 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   autograd::run_backward({*this}, {seed}, retain_graph);
 }
 
-void Tensor::register_grad_ready_hook(std::function<void(const Tensor&)> hook) const {
+RemovableHandle Tensor::register_grad_ready_hook(std::function<void(const Tensor&)> hook) const {
   WEFT_CHECK(is_leaf() && requires_grad(), ValueError,
              "register_grad_ready_hook: only leaves that require grad have a final gradient");
-  impl_->grad_ready_hooks.push_back(std::move(hook));
+  return impl_->grad_ready_hooks.add(std::move(hook));
 }
 
 }  // namespace weft

@@ -30,6 +30,7 @@
 #include "weft/core/device.h"
 #include "weft/core/dtype.h"
 #include "weft/core/error.h"
+#include "weft/core/hooks.h"
 #include "weft/core/shape.h"
 #include "weft/core/storage.h"
 
@@ -126,7 +127,8 @@ class Tensor {
   // Backpropagates from this tensor; `gradient` defaults to 1 for a one-element tensor.
   void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
   // Called with the leaf once its .grad is final for this backward pass (DDP's bucket trigger).
-  void register_grad_ready_hook(std::function<void(const Tensor&)> hook) const;
+  // The handle removes it (core/hooks.h: safe twice, and after the tensor died).
+  RemovableHandle register_grad_ready_hook(std::function<void(const Tensor&)> hook) const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;
@@ -147,7 +149,7 @@ struct TensorImpl {
   int output_nr = 0;
   Tensor grad;
   std::weak_ptr<autograd::Node> grad_accumulator;
-  std::vector<std::function<void(const Tensor&)>> grad_ready_hooks;
+  HookList<std::function<void(const Tensor&)>> grad_ready_hooks;
 };
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t);

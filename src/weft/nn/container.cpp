@@ -16,10 +16,12 @@ Tensor Sequential::forward(const Tensor& x) {
   const auto& children = named_children();
   const int64_t n = static_cast<int64_t>(children.size());
   // Checkpointed runs are called again in backward, after forward has returned: they copy `run`,
-  // which refers to this module's own children.
+  // which refers to this module's own children. The recompute calls each child through its
+  // hooks again, so whatever a hook does around a child (ZeRO-3 gathering its parameters) is
+  // done for the recompute too.
   auto run = [&children](int64_t begin, int64_t end, const Tensor& input) {
     Tensor y = input;
-    for (int64_t i = begin; i < end; ++i) y = children[i].second->forward(y);
+    for (int64_t i = begin; i < end; ++i) y = (*children[i].second)(y);
     return y;
   };
   if (checkpoint_segments_ <= 1) return run(0, n, x);

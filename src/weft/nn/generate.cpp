@@ -81,15 +81,15 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, co
   std::vector<int64_t> sequence = prompt;
   if (options.use_kv_cache) {
     KVCache cache = model.make_kv_cache();
-    std::vector<float> logits = last_position(model.forward(as_batch(prompt), cache));
+    std::vector<float> logits = last_position(model(as_batch(prompt), cache));
     for (int64_t step = 0;; ++step) {
       sequence.push_back(sample_token(logits, options, gen));
       if (step + 1 == options.max_tokens) break;  // the last token needs no forward
-      logits = last_position(model.forward(as_batch({sequence.back()}), cache));
+      logits = last_position(model(as_batch({sequence.back()}), cache));
     }
   } else {
     for (int64_t step = 0; step < options.max_tokens; ++step)
-      sequence.push_back(sample_token(last_position(model.forward(as_batch(sequence))), options, gen));
+      sequence.push_back(sample_token(last_position(model(as_batch(sequence))), options, gen));
   }
   return {sequence.begin() + prompt_tokens, sequence.end()};
 }

@@ -21,13 +21,13 @@ void GPTConfig::check() const {
 }
 
 GPT::GPT(const GPTConfig& c) : Module("GPT"), config((c.check(), c)) {
-  wte = register_module("wte", std::make_shared<Embedding>(c.vocab, c.dim));
-  wpe = register_module("wpe", std::make_shared<Embedding>(c.context, c.dim));
-  drop = register_module("drop", std::make_shared<Dropout>(c.dropout));
-  h = register_module("h", std::make_shared<Sequential>());
+  register_module("wte", wte, std::make_shared<Embedding>(c.vocab, c.dim));
+  register_module("wpe", wpe, std::make_shared<Embedding>(c.context, c.dim));
+  register_module("drop", drop, std::make_shared<Dropout>(c.dropout));
+  register_module("h", h, std::make_shared<Sequential>());
   for (int64_t i = 0; i < c.layers; ++i)
     h->push_back(std::make_shared<TransformerBlock>(c.dim, c.heads, /*mlp_ratio=*/4, c.dropout));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.dim));
+  register_module("ln_f", ln_f, std::make_shared<LayerNorm>(c.dim));
 
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
   for (auto& [name, p] : named_parameters()) {
@@ -45,9 +45,12 @@ Tensor GPT::forward(const Tensor& tokens) {
   WEFT_CHECK(T >= 1 && T <= config.context, ShapeError, "GPT: ", T, " tokens do not fit the context of ",
              config.context);
   Tensor positions = Tensor::arange(T, DType::i64);
-  Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
-  x = ln_f->forward(h->forward(x));
-  return linear(x, wte->weight, Tensor());
+  // Two statements, so wte runs before wpe (argument order is unspecified) and hooks see the
+  // modules in their registration order.
+  Tensor token_embeddings = (*wte)(tokens);
+  Tensor x = (*drop)(add(token_embeddings, (*wpe)(positions)));
+  x = (*ln_f)((*h)(x));
+  return linear(x, wte->get_parameter("weight"), Tensor());
 }
 
 Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
@@ -61,12 +64,24 @@ Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
              " new tokens do not fit the context of ", config.context);
   std::vector<int64_t> positions(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = start + t;
-  Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(Tensor::from_vector(positions, {T}))));
-  // h's children are the TransformerBlocks the constructor made.
-  for (int64_t i = 0; i < config.layers; ++i)
-    x = static_cast<TransformerBlock&>(*(*h)[static_cast<size_t>(i)]).forward(x, cache, i);
+  Tensor token_embeddings = (*wte)(tokens);
+  Tensor x = (*drop)(add(token_embeddings, (*wpe)(Tensor::from_vector(positions, {T}))));
+  x = h->call_with_hooks(x, [&](const Tensor& input) {
+    Tensor y = input;
+    for (int64_t i = 0; i < config.layers; ++i) {
+      auto* block = dynamic_cast<TransformerBlock*>((*h)[static_cast<size_t>(i)].get());
+      WEFT_CHECK(block != nullptr, ValueError, "GPT: the cached forward needs a TransformerBlock at h.", i, ", found a ",
+                 (*h)[static_cast<size_t>(i)]->name());
+      y = (*block)(y, cache, i);
+    }
+    return y;
+  });
   cache.advance(T);
-  return linear(ln_f->forward(x), wte->weight, Tensor());
+  return linear((*ln_f)(x), wte->get_parameter("weight"), Tensor());
+}
+
+Tensor GPT::operator()(const Tensor& tokens, KVCache& cache) {
+  return call_with_hooks(tokens, [&](const Tensor& input) { return forward(input, cache); });
 }
 
 KVCache GPT::make_kv_cache(int64_t batch) const {

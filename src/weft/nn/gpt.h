@@ -17,6 +17,12 @@
 // holds only the positions after the cache's length(), so a prompt is one forward and each new
 // token one more of a single position. Positions continue from the cache's length, and the
 // logits equal those of the uncached forward over the whole sequence at the same positions.
+// Call it as model(tokens, cache): the hooks of GPT, h, each block and its children run as in the
+// uncached call (see nn/module.h; they see the tokens and activations, not the cache).
+//
+// The embeddings are held as plain Modules, built as Embedding, so tensor parallelism can put a
+// vocabulary-parallel embedding in wte's place (replace_module); the tied output projection reads
+// wte's parameter "weight" by name, whatever module holds it.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -50,6 +56,8 @@ class GPT : public Module {
   // [B, T, vocab]; appends their keys and values to the cache. Past the context → ShapeError.
   // Inference only (under NoGradGuard; see KVCache).
   Tensor forward(const Tensor& tokens, KVCache& cache);
+  using Module::operator();
+  Tensor operator()(const Tensor& tokens, KVCache& cache);  // the cached forward between the hooks
   // An empty cache for `batch` sequences of up to `context` tokens, one layer per block.
   KVCache make_kv_cache(int64_t batch = 1) const;
   // Recompute each block's activations in backward instead of keeping them (all blocks but the
@@ -58,7 +66,7 @@ class GPT : public Module {
   std::string extra_repr() const override;
 
   const GPTConfig config;
-  std::shared_ptr<Embedding> wte, wpe;
+  std::shared_ptr<Module> wte, wpe;  // Embedding(vocab, dim), Embedding(context, dim)
   std::shared_ptr<Dropout> drop;  // on the embeddings' sum, training only
   std::shared_ptr<Sequential> h;  // the TransformerBlocks
   std::shared_ptr<LayerNorm> ln_f;

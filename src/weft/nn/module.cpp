@@ -53,10 +53,36 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
   return t;
 }
 
-void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module, AssignChild assign) {
   check_new_name(name, "module");
   WEFT_CHECK(module != nullptr, ValueError, name_, ": module '", name, "' is null");
   children_.emplace_back(name, std::move(module));
+  assign_child_.push_back(std::move(assign));
+}
+
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& child) { return child.first == name; });
+  WEFT_CHECK(it != children_.end(), ValueError, name_, ": no child module '", name, "' to replace");
+  WEFT_CHECK(module != nullptr, ValueError, name_, ": cannot replace '", name, "' with a null module");
+  const AssignChild& assign = assign_child_[static_cast<size_t>(it - children_.begin())];
+  WEFT_CHECK(!assign || assign(module), ValueError, name_, ": cannot replace '", name, "' (a ", it->second->name(),
+             ") with a ", module->name(), ": ", name_, " calls it through a member of another type");
+  it->second = std::move(module);
+}
+
+Tensor Module::run_forward_pre_hooks(const Tensor& input) {
+  Tensor x = input;
+  forward_pre_hooks_.for_each([&](const ForwardPreHook& hook) {
+    if (std::optional<Tensor> replaced = hook(*this, x)) x = std::move(*replaced);
+  });
+  return x;
+}
+
+Tensor Module::run_forward_hooks(const Tensor& input, Tensor output) {
+  forward_hooks_.for_each([&](const ForwardHook& hook) {
+    if (std::optional<Tensor> replaced = hook(*this, input, output)) output = std::move(*replaced);
+  });
+  return output;
 }
 
 template <typename Fn>
@@ -87,6 +113,43 @@ NamedTensors Module::named_buffers() const {
   NamedTensors out;
   visit("", false, true, [&](const std::string& name, const Tensor& t) { out.emplace_back(name, t); });
   return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::unordered_set<Module*> seen;
+  auto visit_module = [&](auto& self, const std::string& name, Module& module) -> void {
+    if (!seen.insert(&module).second) return;
+    out.emplace_back(name, &module);
+    for (const auto& [child_name, child] : module.children_)
+      self(self, name.empty() ? child_name : name + "." + child_name, *child);
+  };
+  visit_module(visit_module, "", *this);
+  return out;
+}
+
+Module& Module::get_submodule(const std::string& path) {
+  Module* module = this;
+  for (size_t begin = 0; !path.empty() && begin <= path.size();) {
+    const size_t end = std::min(path.find('.', begin), path.size());
+    const std::string part = path.substr(begin, end - begin);
+    auto it = std::find_if(module->children_.begin(), module->children_.end(),
+                           [&](const auto& child) { return child.first == part; });
+    WEFT_CHECK(it != module->children_.end(), ValueError, name_, ": no submodule '", path, "' (", module->name_,
+               " has no child '", part, "')");
+    module = it->second.get();
+    begin = end + 1;
+  }
+  return *module;
+}
+
+Tensor Module::get_parameter(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  const Module& owner = dot == std::string::npos ? *this : get_submodule(path.substr(0, dot));
+  const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
+  for (const auto& [parameter_name, t] : owner.parameters_)
+    if (parameter_name == name) return t;
+  throw ValueError(str(name_, ": no parameter '", path, "' (", owner.name_, " has no parameter '", name, "')"));
 }
 
 int64_t Module::num_parameters() const {

@@ -10,57 +10,65 @@ MultiheadAttention::MultiheadAttention(int64_t dim, int64_t num_heads, double dr
     : Module("MultiheadAttention"), dim(dim), num_heads(num_heads) {
   WEFT_CHECK(dim > 0 && num_heads > 0 && dim % num_heads == 0, ValueError, "MultiheadAttention: dim ", dim,
              " must be a positive multiple of num_heads ", num_heads);
-  c_attn = register_module("c_attn", std::make_shared<Linear>(dim, 3 * dim, bias));
-  c_proj = register_module("c_proj", std::make_shared<Linear>(dim, dim, bias));
-  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(dropout));
+  register_module("c_attn", c_attn, std::make_shared<Linear>(dim, 3 * dim, bias));
+  register_module("c_proj", c_proj, std::make_shared<Linear>(dim, dim, bias));
+  register_module("resid_dropout", resid_dropout, std::make_shared<Dropout>(dropout));
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x, nullptr, 0); }
 
 Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, int64_t layer) { return attend(x, &cache, layer); }
 
+Tensor MultiheadAttention::operator()(const Tensor& x, KVCache& cache, int64_t layer) {
+  return call_with_hooks(x, [&](const Tensor& input) { return forward(input, cache, layer); });
+}
+
 Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, int64_t layer) {
   WEFT_CHECK(x.defined() && x.dim() == 3 && x.size(2) == dim, ShapeError, "MultiheadAttention(", dim,
              "): expected x [B, T, ", dim, "], got ", x.defined() ? shape_str(x.shape()) : "undefined");
   const int64_t B = x.size(0), T = x.size(1), head_dim = dim / num_heads;
   // [B, T, 3 * dim] -> q, k, v each [B, T, dim] -> [B, heads, T, head_dim] (views, no copies).
-  std::vector<Tensor> qkv = split(c_attn->forward(x), dim, 2);
+  std::vector<Tensor> qkv = split((*c_attn)(x), dim, 2);
   for (Tensor& t : qkv) t = t.view({B, T, num_heads, head_dim}).transpose(1, 2);
   auto [k, v] = cache ? cache->append(layer, qkv[1], qkv[2]) : std::pair{qkv[1], qkv[2]};
   Tensor y = scaled_dot_product_attention(qkv[0], k, v, /*causal=*/true);
   y = y.transpose(1, 2).reshape({B, T, dim});  // heads side by side again
-  return resid_dropout->forward(c_proj->forward(y));
+  return (*resid_dropout)((*c_proj)(y));
 }
 
 std::string MultiheadAttention::extra_repr() const { return str("dim=", dim, ", num_heads=", num_heads); }
 
 FeedForward::FeedForward(int64_t dim, int64_t hidden, double dropout, bool bias) : Module("FeedForward") {
-  c_fc = register_module("c_fc", std::make_shared<Linear>(dim, hidden, bias));
-  gelu = register_module("gelu", std::make_shared<GELU>(GeluApproximation::tanh));
-  c_proj = register_module("c_proj", std::make_shared<Linear>(hidden, dim, bias));
-  this->dropout = register_module("dropout", std::make_shared<Dropout>(dropout));
+  register_module("c_fc", c_fc, std::make_shared<Linear>(dim, hidden, bias));
+  register_module("gelu", gelu, std::make_shared<GELU>(GeluApproximation::tanh));
+  register_module("c_proj", c_proj, std::make_shared<Linear>(hidden, dim, bias));
+  register_module("dropout", this->dropout, std::make_shared<Dropout>(dropout));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x))));
+  return (*dropout)((*c_proj)((*gelu)((*c_fc)(x))));
 }
 
 TransformerBlock::TransformerBlock(int64_t dim, int64_t num_heads, int64_t mlp_ratio, double dropout, bool bias)
     : Module("TransformerBlock") {
-  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(dim));
-  attn = register_module("attn", std::make_shared<MultiheadAttention>(dim, num_heads, dropout, bias));
-  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(dim));
-  mlp = register_module("mlp", std::make_shared<FeedForward>(dim, mlp_ratio * dim, dropout, bias));
+  register_module("ln_1", ln_1, std::make_shared<LayerNorm>(dim));
+  register_module("attn", attn, std::make_shared<MultiheadAttention>(dim, num_heads, dropout, bias));
+  register_module("ln_2", ln_2, std::make_shared<LayerNorm>(dim));
+  register_module("mlp", mlp, std::make_shared<FeedForward>(dim, mlp_ratio * dim, dropout, bias));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = add(x, attn->forward(ln_1->forward(x)));
-  return add(h, mlp->forward(ln_2->forward(h)));
+  Tensor h = add(x, (*attn)((*ln_1)(x)));
+  return add(h, (*mlp)((*ln_2)(h)));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, KVCache& cache, int64_t layer) {
-  Tensor h = add(x, attn->forward(ln_1->forward(x), cache, layer));
-  return add(h, mlp->forward(ln_2->forward(h)));
+  Tensor h = add(x, (*attn)((*ln_1)(x), cache, layer));
+  return add(h, (*mlp)((*ln_2)(h)));
+}
+
+Tensor TransformerBlock::operator()(const Tensor& x, KVCache& cache, int64_t layer) {
+  return call_with_hooks(x, [&](const Tensor& input) { return forward(input, cache, layer); });
 }
 
 }  // namespace weft::nn

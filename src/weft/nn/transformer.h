@@ -3,6 +3,11 @@
 // attn.c_proj, mlp.c_fc, mlp.c_proj, ln_1, ln_2) so GPT-2 checkpoints map by name (Hugging Face
 // stores these Linear weights transposed, as Conv1D). `bias` switches the Linear layers' biases;
 // dropout (training only) follows the attention and MLP outputs.
+//
+// The projections (c_attn, c_proj, c_fc) are held as plain Modules, built as Linear: tensor
+// parallelism swaps them for its column- and row-parallel Linears with replace_module (see
+// nn/module.h), and nothing here depends on their type. Every child is called through its hooks;
+// the cached forwards too, through operator()(x, cache, layer).
 #pragma once
 #include <memory>
 
@@ -24,11 +29,14 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t dim, int64_t num_heads, double dropout = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
+  using Module::operator();
+  // The cached forward between this module's hooks (which see x and the output).
+  Tensor operator()(const Tensor& x, KVCache& cache, int64_t layer);
   std::string extra_repr() const override;
 
   const int64_t dim, num_heads;
-  std::shared_ptr<Linear> c_attn;  // dim -> 3 * dim: q, k, v side by side
-  std::shared_ptr<Linear> c_proj;  // dim -> dim
+  std::shared_ptr<Module> c_attn;  // dim -> 3 * dim: q, k, v side by side
+  std::shared_ptr<Module> c_proj;  // dim -> dim
   std::shared_ptr<Dropout> resid_dropout;
 
  private:
@@ -41,9 +49,9 @@ class FeedForward : public Module {
   FeedForward(int64_t dim, int64_t hidden, double dropout = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
 
-  std::shared_ptr<Linear> c_fc;
+  std::shared_ptr<Module> c_fc;
   std::shared_ptr<GELU> gelu;
-  std::shared_ptr<Linear> c_proj;
+  std::shared_ptr<Module> c_proj;
   std::shared_ptr<Dropout> dropout;
 };
 
@@ -54,6 +62,8 @@ class TransformerBlock : public Module {
   TransformerBlock(int64_t dim, int64_t num_heads, int64_t mlp_ratio = 4, double dropout = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
+  using Module::operator();
+  Tensor operator()(const Tensor& x, KVCache& cache, int64_t layer);  // the cached forward between the hooks
 
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<MultiheadAttention> attn;

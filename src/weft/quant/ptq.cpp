@@ -50,7 +50,7 @@ std::shared_ptr<nn::Sequential> quantize_static(const nn::Sequential& model, con
       Tensor x = batch;
       for (size_t i = 0; i < model.size(); ++i) {
         if (observers[i]) observers[i]->observe(x);
-        x = model[i]->forward(x);
+        x = (*model[i])(x);
       }
     }
     for (size_t i = 0; i < model.size(); ++i) model[i]->train(was_training[i]);

@@ -27,10 +27,10 @@ Tensor fake_quantize_weight(const Tensor& weight) {
 }
 
 QatLinear::QatLinear(std::shared_ptr<nn::Linear> linear)
-    : Module("QatLinear"), linear(std::move(linear)), input_quantizer(std::make_shared<FakeQuantize>()) {
+    : Module("QatLinear"), linear(std::move(linear)) {
   register_parameter("weight", this->linear->weight);
   if (this->linear->bias.defined()) register_parameter("bias", this->linear->bias);
-  register_module("input_quantizer", input_quantizer);
+  register_module("input_quantizer", input_quantizer, std::make_shared<FakeQuantize>());
 }
 
 Tensor QatLinear::forward(const Tensor& x) {
@@ -38,10 +38,10 @@ Tensor QatLinear::forward(const Tensor& x) {
 }
 
 QatConv2d::QatConv2d(std::shared_ptr<nn::Conv2d> conv)
-    : Module("QatConv2d"), conv(std::move(conv)), input_quantizer(std::make_shared<FakeQuantize>()) {
+    : Module("QatConv2d"), conv(std::move(conv)) {
   register_parameter("weight", this->conv->weight);
   if (this->conv->bias.defined()) register_parameter("bias", this->conv->bias);
-  register_module("input_quantizer", input_quantizer);
+  register_module("input_quantizer", input_quantizer, std::make_shared<FakeQuantize>());
 }
 
 Tensor QatConv2d::forward(const Tensor& x) {

@@ -42,7 +42,7 @@ class QatLinear : public nn::Module {
   Tensor forward(const Tensor& x) override;
 
   const std::shared_ptr<nn::Linear> linear;
-  const std::shared_ptr<FakeQuantize> input_quantizer;
+  std::shared_ptr<FakeQuantize> input_quantizer;
 };
 
 class QatConv2d : public nn::Module {
@@ -51,7 +51,7 @@ class QatConv2d : public nn::Module {
   Tensor forward(const Tensor& x) override;
 
   const std::shared_ptr<nn::Conv2d> conv;
-  const std::shared_ptr<FakeQuantize> input_quantizer;
+  std::shared_ptr<FakeQuantize> input_quantizer;
 };
 
 // The weight as the int8 kernels will see it: per-output-channel symmetric fake quantization.
