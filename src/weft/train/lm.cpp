@@ -11,8 +11,7 @@
 #include "weft/core/threads.h"
 #include "weft/data/sampler.h"
 #include "weft/data/text.h"
-#include "weft/io/atomic_file.h"
-#include "weft/io/safetensors.h"
+#include "weft/infer/metadata.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/ops/loss.h"
@@ -38,63 +37,6 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 nlohmann::json config_json(const nn::GPTConfig& c) {
   return {{"layers", c.layers}, {"heads", c.heads}, {"dim", c.dim}, {"context", c.context}, {"vocab", c.vocab},
           {"dropout", c.dropout}};
-}
-
-// What a GPT checkpoint's model.safetensors says about the model.
-struct SavedGPT {
-  nn::GPTConfig config;
-  std::string tokenizer;  // identity
-  std::string dir;
-};
-
-SavedGPT read_saved_gpt(const std::string& path) {
-  const bool is_dir = fs::is_directory(path);
-  const std::string file = is_dir ? (fs::path(path) / "model.safetensors").string() : path;
-  io::SafetensorsHeader header = io::read_safetensors_header(file);
-  auto model = header.metadata.find("weft.model");
-  if (model == header.metadata.end() || model->second != "gpt")
-    throw ValueError(str(file, " does not hold a GPT (its weft.model is '",
-                         model == header.metadata.end() ? "" : model->second, "')"));
-  SavedGPT saved;
-  saved.dir = is_dir ? path : fs::path(path).parent_path().string();
-  try {
-    nlohmann::json c = nlohmann::json::parse(header.metadata.at("weft.gpt"));
-    saved.config = {.layers = c.at("layers"), .heads = c.at("heads"), .dim = c.at("dim"), .context = c.at("context"),
-                    .vocab = c.at("vocab"), .dropout = c.at("dropout")};
-    saved.tokenizer = header.metadata.at("weft.tokenizer");
-  } catch (const std::exception& e) {
-    throw FormatError(str(file, ": missing or malformed GPT metadata (weft.gpt, weft.tokenizer): ", e.what()));
-  }
-  saved.config.check();
-  return saved;
-}
-
-std::string saved_tokenizer_path(const std::string& dir) { return (fs::path(dir) / "tokenizer.model").string(); }
-
-// The tokenizer `spec` names, or the checkpoint's own for "", checked against the checkpoint.
-std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std::string& spec) {
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  if (!spec.empty()) {
-    tokenizer = data::load_tokenizer(spec);
-  } else if (saved.tokenizer == "byte") {
-    tokenizer = std::make_unique<data::ByteTokenizer>();
-  } else {
-    const std::string path = saved_tokenizer_path(saved.dir);
-    WEFT_CHECK(fs::exists(path), IOError, "the model in ", saved.dir, " was trained with tokenizer ", saved.tokenizer,
-               ", and ", path, " is missing; pass that tokenizer's model file with --tokenizer");
-    tokenizer = data::load_tokenizer(path);
-  }
-  WEFT_CHECK(tokenizer->identity() == saved.tokenizer, ValueError, "tokenizer ", spec.empty() ? "file" : spec, " (",
-             tokenizer->identity(), ") does not match the checkpoint in ", saved.dir, ", trained with ",
-             saved.tokenizer);
-  return tokenizer;
-}
-
-void save_tokenizer(const data::Tokenizer& tokenizer, const std::string& dir) {
-  auto* sentencepiece = dynamic_cast<const data::SentencePieceTokenizer*>(&tokenizer);
-  if (!sentencepiece) return;
-  const std::string& bytes = sentencepiece->serialized_model();
-  io::write_file_atomic(saved_tokenizer_path(dir), [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
 }
 
 struct Corpus {
@@ -181,7 +123,7 @@ void check_options(const LMOptions& o, std::ostream& log) {
 }
 
 // Each architecture field: the flag's, else the checkpoint's, else the default.
-nn::GPTConfig resolve_config(const LMOptions& o, const std::optional<SavedGPT>& saved, int64_t tokenizer_vocab) {
+nn::GPTConfig resolve_config(const LMOptions& o, const std::optional<infer::SavedGPT>& saved, int64_t tokenizer_vocab) {
   auto pick = [&](int64_t flag, int64_t nn::GPTConfig::*field, int64_t fallback) {
     if (flag > 0) return flag;
     return saved ? (*saved).config.*field : fallback;
@@ -215,26 +157,16 @@ nlohmann::json LMOptions::to_json() const {
           {"memory_limit", memory_limit}};
 }
 
-GPTCheckpoint load_gpt_checkpoint(const std::string& path, const std::string& tokenizer_spec) {
-  SavedGPT saved = read_saved_gpt(path);
-  GPTCheckpoint checkpoint;
-  checkpoint.tokenizer = tokenizer_for(saved, tokenizer_spec);
-  checkpoint.model = std::make_shared<nn::GPT>(saved.config);
-  checkpoint.model->load_state_dict(load_weights(path).state);
-  checkpoint.model->eval();
-  return checkpoint;
-}
-
 LMResult train_language_model(const LMOptions& o, std::ostream& log, bool interactive) {
   const Clock::time_point start = Clock::now();
   check_options(o, log);
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
 
-  std::optional<SavedGPT> saved;
-  if (!o.resume_dir.empty()) saved = read_saved_gpt(o.resume_dir);
+  std::optional<infer::SavedGPT> saved;
+  if (!o.resume_dir.empty()) saved = infer::read_saved_gpt(o.resume_dir);
   std::unique_ptr<data::Tokenizer> tokenizer =
-      saved ? tokenizer_for(*saved, o.tokenizer) : data::load_tokenizer(o.tokenizer.empty() ? "byte" : o.tokenizer);
+      saved ? infer::tokenizer_for(*saved, o.tokenizer) : data::load_tokenizer(o.tokenizer.empty() ? "byte" : o.tokenizer);
   const nn::GPTConfig config = resolve_config(o, saved, tokenizer->vocab_size());
   const bool random_data = o.data.size() == 1 && o.data[0] == "random";
   WEFT_CHECK(random_data || config.vocab >= tokenizer->vocab_size(), ValueError, "--vocab ", config.vocab,
@@ -318,8 +250,7 @@ LMResult train_language_model(const LMOptions& o, std::ostream& log, bool intera
   nlohmann::json saved_options = o.to_json();
   saved_options["gpt"] = config_json(config);
   saved_options["planned_steps"] = planned_steps;
-  const std::map<std::string, std::string> model_metadata = {{"weft.gpt", config_json(config).dump()},
-                                                             {"weft.tokenizer", tokenizer->identity()}};
+  const std::map<std::string, std::string> model_metadata = infer::gpt_metadata(config, *tokenizer);
 
   LMResult result;
   result.params = model.num_parameters();
@@ -342,7 +273,7 @@ LMResult train_language_model(const LMOptions& o, std::ostream& log, bool intera
     state.options = saved_options;
     if (scaler) state.grad_scaler = scaler->state();
     save_checkpoint(o.out_dir, model, "gpt", optimizer, state, model_metadata);
-    save_tokenizer(*tokenizer, o.out_dir);
+    infer::save_tokenizer(*tokenizer, o.out_dir);
   };
 
   CachingAllocator::cpu().reset_peak_stats();

@@ -13,6 +13,7 @@
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
 #include "weft/data/sampler.h"
+#include "weft/infer/metadata.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/nn/models.h"
@@ -67,9 +68,7 @@ void check_options(const ClassifierOptions& o, std::ostream& log) {
 }  // namespace
 
 data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
-  if (dataset == "fashion-mnist") return data::load_mnist_idx(dir, train, data::kFashionMnistNormalization);
-  if (dataset == "mnist") return data::load_mnist_idx(dir, train, data::kMnistNormalization);
-  throw ValueError(str("unknown dataset '", dataset, "': expected fashion-mnist or mnist"));
+  return data::load_mnist_idx(dir, train, infer::image_dataset_info(dataset).normalization);
 }
 
 nlohmann::json ClassifierOptions::to_json() const {
@@ -226,7 +225,7 @@ TrainResult train_classifier(const ClassifierOptions& o, std::ostream& log, bool
       state.rng = default_generator().state();
       state.options = o.to_json();
       if (scaler) state.grad_scaler = scaler->state();
-      save_checkpoint(o.out_dir, *model, o.model, *optimizer, state);
+      save_checkpoint(o.out_dir, *model, o.model, *optimizer, state, infer::classifier_metadata(o.dataset));
       log << "epoch " << state.epoch << ": test accuracy " << 100 * test.accuracy << "%, checkpoint in " << o.out_dir
           << "\n";
     }
