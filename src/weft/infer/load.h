@@ -40,8 +40,9 @@ struct Weights {
 Weights load_weights(const std::string& path);
 
 struct LoadOptions {
-  std::string model{};    // mlp | cnn for a file without weft.model; must agree with one that has it
-  std::string tokenizer{};  // GPTs: "" the checkpoint's own, else byte or a SentencePiece file (must be the same one)
+  // ({} initialisers so that designated initialisers may leave any of them out.)
+  std::string model{};      // mlp | cnn for a file without weft.model; must agree with one that has it
+  std::string tokenizer{};  // GPTs: "" the checkpoint's own, else byte or a SentencePiece file (the same one)
   std::string dataset = "fashion-mnist";  // classifiers saved without weft.normalization: whose statistics to assume
 };
 
