@@ -173,6 +173,24 @@ TEST_F(CliTest, NormalisationTravelsFromTrainThroughQuantizeToEval) {
   EXPECT_EQ(testing::last_line_json(e.output)["assumed_normalization"], true) << e.output;
 }
 
+// A bf16 checkpoint evaluates in bf16 (the f32 batches meet its layers through autocast), and
+// quantize widens it back to f32 first.
+TEST_F(CliTest, Bf16CheckpointEvaluatesAndQuantizes) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  auto model = nn::make_mlp();
+  model->to(DType::bf16);
+  nn::StateDict state = model->state_dict();
+  io::save_safetensors(path("bf16.safetensors"), {state.begin(), state.end()},
+                       {{"format", "pt"}, {"weft.model", "mlp"}, {"weft.dataset", "fashion-mnist"},
+                        {"weft.normalization", R"({"mean": [0.286], "std": [0.353]})"}});
+  Outcome e = weft_cli("eval --json --threads 2 --checkpoint " + path("bf16.safetensors"));
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_TRUE(contains(e.output, "mlp (bf16) on 10000 test images")) << e.output;
+  EXPECT_EQ(testing::last_line_json(e.output)["dtype"], "bf16") << e.output;
+  Outcome q = weft_cli("quantize " + path("bf16.safetensors") + " --int4 --out " + path("q4.safetensors"));
+  ASSERT_EQ(q.status, 0) << q.output;
+}
+
 TEST_F(CliTest, QuantizedCheckpointWithoutAScaleExitsTwo) {
   auto model = nn::make_mlp();
   quant::save_quantized_classifier(path("q.safetensors"), *quant::quantize_static(*model, {Tensor::ones({2, 1, 28, 28})}),
