@@ -143,6 +143,54 @@ TEST_F(CliTest, QuantizePrintsTheSizeRatioAndEvalRunsTheQuantizedModel) {
   EXPECT_TRUE(contains(q4.output, "\"quantization\":\"int4-weight-only\"")) << q4.output;
 }
 
+// The normalisation travels with the checkpoint: train saves it, quantize carries it over, eval
+// applies it; a checkpoint from before it was saved gets the data set's and a note saying so.
+TEST_F(CliTest, NormalisationTravelsFromTrainThroughQuantizeToEval) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  Outcome t = weft_cli("train --model mlp --epochs 1 --limit-train-batches 2 --threads 2 --out " + path("run"));
+  ASSERT_EQ(t.status, 0) << t.output;
+  std::map<std::string, std::string> metadata = io::read_safetensors_header(path("run/model.safetensors")).metadata;
+  EXPECT_EQ(metadata["weft.dataset"], "fashion-mnist");
+  EXPECT_EQ(nlohmann::json::parse(metadata["weft.normalization"]),
+            (nlohmann::json{{"mean", {0.2860f}}, {"std", {0.3530f}}}));
+  Outcome q = weft_cli("quantize " + path("run") + " --int8 --calib 1 --batch-size 16 --out " + path("q.safetensors"));
+  ASSERT_EQ(q.status, 0) << q.output;
+  EXPECT_FALSE(contains(q.output, "no saved normalisation")) << q.output;
+  EXPECT_EQ(io::read_safetensors_header(path("q.safetensors")).metadata["weft.normalization"],
+            metadata["weft.normalization"]);
+  for (const std::string& checkpoint : {path("run"), path("q.safetensors")}) {
+    Outcome e = weft_cli("eval --json --threads 2 --checkpoint " + checkpoint);
+    ASSERT_EQ(e.status, 0) << e.output;
+    EXPECT_FALSE(contains(e.output, "note:")) << e.output;
+    EXPECT_EQ(testing::last_line_json(e.output)["assumed_normalization"], false) << e.output;
+  }
+
+  save_untrained(path("old.safetensors"), "mlp");
+  Outcome e = weft_cli("eval --json --threads 2 --checkpoint " + path("old.safetensors"));
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_TRUE(contains(e.output, "note: " + path("old.safetensors") + " has no saved normalisation")) << e.output;
+  EXPECT_TRUE(contains(e.output, "using fashion-mnist's training statistics")) << e.output;
+  EXPECT_EQ(testing::last_line_json(e.output)["assumed_normalization"], true) << e.output;
+}
+
+// A bf16 checkpoint evaluates in bf16 (the f32 batches meet its layers through autocast), and
+// quantize widens it back to f32 first.
+TEST_F(CliTest, Bf16CheckpointEvaluatesAndQuantizes) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  auto model = nn::make_mlp();
+  model->to(DType::bf16);
+  nn::StateDict state = model->state_dict();
+  io::save_safetensors(path("bf16.safetensors"), {state.begin(), state.end()},
+                       {{"format", "pt"}, {"weft.model", "mlp"}, {"weft.dataset", "fashion-mnist"},
+                        {"weft.normalization", R"({"mean": [0.286], "std": [0.353]})"}});
+  Outcome e = weft_cli("eval --json --threads 2 --checkpoint " + path("bf16.safetensors"));
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_TRUE(contains(e.output, "mlp (bf16) on 10000 test images")) << e.output;
+  EXPECT_EQ(testing::last_line_json(e.output)["dtype"], "bf16") << e.output;
+  Outcome q = weft_cli("quantize " + path("bf16.safetensors") + " --int4 --out " + path("q4.safetensors"));
+  ASSERT_EQ(q.status, 0) << q.output;
+}
+
 TEST_F(CliTest, QuantizedCheckpointWithoutAScaleExitsTwo) {
   auto model = nn::make_mlp();
   quant::save_quantized_classifier(path("q.safetensors"), *quant::quantize_static(*model, {Tensor::ones({2, 1, 28, 28})}),

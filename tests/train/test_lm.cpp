@@ -9,8 +9,8 @@
 #include "expect_error.h"
 #include "temp_dir.h"
 #include "weft/data/tokenizer.h"
+#include "weft/infer/load.h"
 #include "weft/io/safetensors.h"
-#include "weft/train/lm.h"
 #include "weft/train/trainer.h"
 
 namespace weft::train {
@@ -163,9 +163,9 @@ TEST_F(LMTest, CheckpointRebuildsTheModelForInference) {
   TrainOptions o = small("saved");
   o.steps = 2;
   run(o);
-  GPTCheckpoint loaded = load_gpt_checkpoint(o.out_dir);
-  EXPECT_EQ(loaded.model->config.layers, 2);
-  EXPECT_EQ(loaded.model->config.context, 16);
+  infer::LoadedModel loaded = infer::load_model(o.out_dir);
+  EXPECT_EQ(loaded.gpt->config.layers, 2);
+  EXPECT_EQ(loaded.gpt->config.context, 16);
   EXPECT_EQ(loaded.tokenizer->identity(), "byte");
   EXPECT_FALSE(loaded.model->is_training());
 }
@@ -179,7 +179,7 @@ TEST_F(LMTest, RejectsATokenizerThatIsNotTheCheckpoints) {
   data::SentencePieceTokenizer other = data::train_sentencepiece(documents, {.model_type = "bpe", .vocab_size = 300});
   const std::string path = dir_.file("other.model");
   std::ofstream(path, std::ios::binary) << other.serialized_model();
-  std::string message = message_of<ValueError>([&] { load_gpt_checkpoint(o.out_dir, path); });
+  std::string message = message_of<ValueError>([&] { infer::load_model(o.out_dir, {.tokenizer = path}); });
   EXPECT_TRUE(contains(message, "does not match the checkpoint")) << message;
   EXPECT_TRUE(contains(message, "trained with byte")) << message;
 
@@ -202,7 +202,7 @@ TEST_F(LMTest, SentencePieceTokenizerTravelsWithTheCheckpoint) {
   EXPECT_EQ(r.task["vocab"], 300);
   EXPECT_EQ(r.task["tokenizer"], tokenizer.identity());
   std::filesystem::remove(path);
-  GPTCheckpoint loaded = load_gpt_checkpoint(o.out_dir);
+  infer::LoadedModel loaded = infer::load_model(o.out_dir);
   EXPECT_EQ(loaded.tokenizer->identity(), tokenizer.identity()) << "read from the checkpoint's tokenizer.model";
 }
 

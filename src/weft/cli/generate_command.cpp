@@ -7,8 +7,8 @@
 
 #include "weft/cli/commands.h"
 #include "weft/core/threads.h"
+#include "weft/infer/load.h"
 #include "weft/nn/generate.h"
-#include "weft/train/lm.h"
 
 namespace weft::cli {
 
@@ -27,17 +27,19 @@ void generate_text(GenerateFlags f) {
   WEFT_CHECK(f.threads >= 0, ValueError, "--threads must not be negative, got ", f.threads);
   WEFT_CHECK(!f.prompt.empty(), ValueError, "--prompt is empty: give the model some text to continue");
   if (f.threads > 0) set_num_threads(f.threads);
-  train::GPTCheckpoint checkpoint = train::load_gpt_checkpoint(f.checkpoint, f.tokenizer);
-  const data::Tokenizer& tokenizer = *checkpoint.tokenizer;
+  infer::LoadedModel loaded = infer::load_model(f.checkpoint, {.tokenizer = f.tokenizer});
+  WEFT_CHECK(loaded.kind == "gpt", ValueError, f.checkpoint, " holds an image classifier (", loaded.kind,
+             "), not a GPT; weft generate continues text with a checkpoint of weft train --model gpt");
+  const data::Tokenizer& tokenizer = *loaded.tokenizer;
   const std::vector<int32_t> encoded = tokenizer.encode(f.prompt);
   std::vector<int64_t> ids(encoded.begin(), encoded.end());
-  const int64_t prompt_tokens = std::ssize(ids), context = checkpoint.model->config.context;
+  const int64_t prompt_tokens = std::ssize(ids), context = loaded.gpt->config.context;
   if (!f.max_tokens_given) f.options.max_tokens = std::max<int64_t>(0, context - prompt_tokens);
   // A model trained with a larger --vocab than its tokenizer's has ids no text decodes to.
   f.options.vocab_limit = tokenizer.vocab_size();
 
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<int64_t> generated = nn::generate(*checkpoint.model, ids, f.options);
+  const std::vector<int64_t> generated = nn::generate(*loaded.gpt, ids, f.options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t generated_tokens = std::ssize(generated);
   const double tokens_per_s = generated_tokens > 0 ? static_cast<double>(generated_tokens) / seconds : 0;

@@ -10,11 +10,11 @@
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
 #include "weft/data/sampler.h"
-#include "weft/nn/models.h"
+#include "weft/infer/load.h"
+#include "weft/infer/metadata.h"
+#include "weft/nn/container.h"
 #include "weft/quant/checkpoint.h"
 #include "weft/quant/ptq.h"
-#include "weft/train/checkpoint.h"
-#include "weft/train/image_task.h"
 #include "weft/train/options.h"
 
 namespace weft::cli {
@@ -30,14 +30,14 @@ struct QuantizeOptions {
   std::string observer = "minmax";
   double percentile = 99.99;
   uint64_t seed = 0;
-  std::string dataset = train::ImageOptions{}.dataset, data_dir = train::ImageOptions{}.data_dir;
+  std::string dataset = infer::LoadOptions{}.dataset, data_dir = train::ImageOptions{}.data_dir;
   int threads = 0;
   bool json = false;
 };
 
 // The first `count` batches of a seeded shuffle of the training split: the calibration set.
-std::vector<Tensor> calibration_batches(const QuantizeOptions& o) {
-  data::ImageDataset train_data = train::load_image_dataset(o.dataset, o.data_dir, true);
+std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const data::Normalization& normalization) {
+  data::ImageDataset train_data = data::load_mnist_idx(o.data_dir, true, normalization);
   std::vector<int64_t> order = data::RandomSampler(train_data.size(), o.seed).indices(0);
   std::vector<Tensor> batches;
   for (int64_t b = 0; b < o.calibration_batches && b * o.batch_size < train_data.size(); ++b) {
@@ -54,24 +54,25 @@ void quantize(const QuantizeOptions& o) {
   WEFT_CHECK(o.calibration_batches > 0 && o.batch_size > 0, ValueError,
              "weft quantize: --calib and --batch-size must be positive");
   if (o.threads > 0) set_num_threads(o.threads);
-  const std::string source = fs::is_directory(o.checkpoint) ? (fs::path(o.checkpoint) / "model.safetensors").string()
-                                                             : o.checkpoint;
-  WEFT_CHECK(!quant::is_quantized_checkpoint(source), ValueError, source,
-             " is already quantized; quantize the f32 checkpoint that weft train wrote");
-  train::Weights weights = train::load_weights(source);
-  WEFT_CHECK(!weights.model_name.empty(), ValueError, source,
-             " does not say which model it holds (no weft.model in its metadata); quantize a checkpoint written by "
-             "weft train");
-  auto model = nn::make_image_classifier(weights.model_name);
-  model->load_state_dict(weights.state);
+  const std::string source = infer::model_file(o.checkpoint);
+  infer::LoadedModel loaded = infer::load_model(source, {.dataset = o.dataset});
+  WEFT_CHECK(loaded.scheme == "none", ValueError, source, " is already quantized (", loaded.scheme,
+             "); quantize the f32 checkpoint that weft train wrote");
+  WEFT_CHECK(loaded.kind != "gpt", ValueError, source, " holds a GPT; weft quantize quantizes the image classifiers "
+             "(mlp, cnn)");
+  if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
+  auto model = std::dynamic_pointer_cast<nn::Sequential>(loaded.model);
+  model->to(DType::f32);  // a bf16 checkpoint widens exactly; quantization starts from f32
+  const std::string& model_name = loaded.kind;
 
   quant::Scheme scheme = o.int4 ? quant::Scheme::int4_weight_only
                                 : (o.dynamic ? quant::Scheme::int8_dynamic : quant::Scheme::int8_static);
-  std::map<std::string, std::string> metadata{{"weft.source", source}};
+  std::map<std::string, std::string> metadata = infer::classifier_metadata(loaded.dataset, loaded.normalization);
+  metadata["weft.source"] = source;
   std::shared_ptr<nn::Sequential> quantized;
   std::string how;
   if (scheme == quant::Scheme::int8_static) {
-    std::vector<Tensor> batches = calibration_batches(o);
+    std::vector<Tensor> batches = calibration_batches(o, loaded.normalization);
     quant::CalibrationOptions calibration{o.observer, o.percentile};
     quantized = quant::quantize_static(*model, batches, calibration);
     std::string observer = o.observer == "percentile" ? str("percentile ", o.percentile) : o.observer;
@@ -86,12 +87,12 @@ void quantize(const QuantizeOptions& o) {
     quantized = quant::quantize_int4(*model, o.group_size);
     how = str("Linear weights only, groups of ", o.group_size);
   }
-  quant::save_quantized_classifier(o.out, *quantized, weights.model_name, scheme, metadata);
+  quant::save_quantized_classifier(o.out, *quantized, model_name, scheme, metadata);
 
   const int64_t f32_bytes = static_cast<int64_t>(fs::file_size(source));
   const int64_t quantized_bytes = static_cast<int64_t>(fs::file_size(o.out));
   const double ratio = static_cast<double>(f32_bytes) / static_cast<double>(quantized_bytes);
-  std::cout << "quantized " << weights.model_name << " to " << quant::scheme_name(scheme) << " (" << how << ")\n";
+  std::cout << "quantized " << model_name << " to " << quant::scheme_name(scheme) << " (" << how << ")\n";
   for (const auto& [name, child] : quantized->named_children())
     if (!child->named_buffers().empty()) std::cout << "  " << name << ": " << child->name() << "(" << child->extra_repr() << ")\n";
   std::printf("file size: f32 %s (%lld bytes), %s %s (%lld bytes): %.2fx smaller\n", format_bytes(f32_bytes).c_str(),
@@ -99,7 +100,7 @@ void quantize(const QuantizeOptions& o) {
               static_cast<long long>(quantized_bytes), ratio);
   std::cout << "written to " << o.out << " (evaluate with: weft eval --checkpoint " << o.out << ")\n";
   if (o.json)
-    std::cout << nlohmann::json{{"model", weights.model_name}, {"quantization", quant::scheme_name(scheme)},
+    std::cout << nlohmann::json{{"model", model_name}, {"quantization", quant::scheme_name(scheme)},
                                 {"out", o.out}, {"f32_bytes", f32_bytes}, {"quantized_bytes", quantized_bytes},
                                 {"ratio", ratio}}.dump()
               << "\n";
@@ -124,7 +125,9 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   q->add_option("--group-size", o->group_size, "int4 group size")->capture_default_str()->check(CLI::PositiveNumber);
   q->add_option("--batch-size", o->batch_size, "calibration batch size")->capture_default_str();
   q->add_option("--seed", o->seed, "which training images calibrate")->capture_default_str();
-  q->add_option("--dataset", o->dataset)->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+  q->add_option("--dataset", o->dataset,
+                "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
   q->add_option("--data-dir", o->data_dir)->capture_default_str();
   q->add_option("--threads", o->threads)->capture_default_str();
   q->add_flag("--json", o->json, "print the result as one JSON object on the last line");

@@ -7,16 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/amp/precision.h"
+#include "weft/autograd/autocast_mode.h"
 #include "weft/cli/commands.h"
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataset.h"
+#include "weft/infer/load.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
-#include "weft/nn/models.h"
 #include "weft/optim/kind.h"
-#include "weft/quant/checkpoint.h"
-#include "weft/train/checkpoint.h"
 #include "weft/train/image_task.h"
 #include "weft/train/trainer.h"
 
@@ -50,37 +49,30 @@ void train(const train::TrainOptions& options, bool json) {
   if (json) std::cout << r.to_json().dump() << "\n";
 }
 
-void eval(const std::string& checkpoint, std::string model_name, const std::string& dataset, const std::string& data_dir,
+void eval(const std::string& checkpoint, const infer::LoadOptions& options, const std::string& data_dir,
           int64_t batch_size, bool json) {
-  std::shared_ptr<nn::Module> model;
-  std::string quantization = "none";
-  if (quant::is_quantized_checkpoint(checkpoint)) {
-    quant::QuantizedClassifier quantized = quant::load_quantized_classifier(checkpoint);
-    WEFT_CHECK(model_name.empty() || model_name == quantized.model_name, ValueError, checkpoint, " holds a quantized ",
-               quantized.model_name, " model, not ", model_name);
-    model = quantized.model;
-    model_name = quantized.model_name;
-    quantization = quant::scheme_name(quantized.scheme);
-  } else {
-    train::Weights weights = train::load_weights(checkpoint);
-    if (model_name.empty()) model_name = weights.model_name;
-    WEFT_CHECK(!model_name.empty(), ValueError, checkpoint, " does not say which model it holds; pass --model mlp|cnn");
-    model = nn::make_image_classifier(model_name);
-    model->load_state_dict(weights.state);
-  }
-  data::ImageDataset test_data = train::load_image_dataset(dataset, data_dir, false);
-  train::EvalResult r = train::evaluate_classifier(*model, test_data, batch_size);
-  std::cout << model_name << (quantization == "none" ? "" : " (" + quantization + ")") << " on " << r.samples
+  infer::LoadedModel loaded = infer::load_model(checkpoint, options);
+  WEFT_CHECK(loaded.kind != "gpt", ValueError, checkpoint,
+             " holds a GPT; weft eval measures the image classifiers (sample a GPT with weft generate)");
+  if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
+  data::ImageDataset test_data = data::load_mnist_idx(data_dir, false, loaded.normalization);
+  // The batches are f32; a bf16 model's linear and convolution layers take them through autocast.
+  AutocastGuard low_precision(loaded.dtype);
+  train::EvalResult r = train::evaluate_classifier(*loaded.model, test_data, batch_size);
+  const std::string& scheme = loaded.scheme;
+  std::cout << loaded.kind << (scheme == "none" ? "" : " (" + scheme + ")")
+            << (loaded.dtype == DType::f32 ? "" : str(" (", dtype_name(loaded.dtype), ")")) << " on " << r.samples
             << " test images: accuracy " << percent(r.accuracy) << ", loss " << r.loss << "\n";
   if (json)
-    std::cout << nlohmann::json{{"model", model_name}, {"quantization", quantization}, {"accuracy", r.accuracy},
-                                {"loss", r.loss}, {"samples", r.samples}}.dump()
+    std::cout << nlohmann::json{{"model", loaded.kind}, {"quantization", scheme}, {"accuracy", r.accuracy},
+                                {"loss", r.loss}, {"samples", r.samples}, {"dtype", dtype_name(loaded.dtype)},
+                                {"dataset", loaded.dataset}, {"assumed_normalization", !loaded.note.empty()}}.dump()
               << "\n";
 }
 
 // Each tensor, then what the same parameters take in each number format (parameters x bytes per element).
 void info(const std::string& path, bool json) {
-  train::Weights weights = train::load_weights(path);
+  infer::Weights weights = infer::load_weights(path);
   int64_t params = 0, bytes = 0;
   nlohmann::json tensors = nlohmann::json::array();
   if (!json) std::printf("%-24s %-6s %-18s %12s\n", "tensor", "dtype", "shape", "bytes");
@@ -207,7 +199,9 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");
   e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")->required();
   e->add_option("--model", *model, "mlp | cnn (default: what the checkpoint says)")->check(CLI::IsMember({"mlp", "cnn"}));
-  e->add_option("--dataset", *dataset)->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+  e->add_option("--dataset", *dataset,
+                "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
   e->add_option("--data-dir", *data_dir)->capture_default_str();
   e->add_option("--batch-size", *batch_size)->capture_default_str()->check(CLI::PositiveNumber);
   e->add_option("--threads", *threads)->capture_default_str();
@@ -215,7 +209,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   e->callback([&run, checkpoint, model, dataset, data_dir, batch_size, threads, json] {
     run = [=] {
       if (*threads > 0) set_num_threads(*threads);
-      eval(*checkpoint, *model, *dataset, *data_dir, *batch_size, *json);
+      eval(*checkpoint, {.model = *model, .dataset = *dataset}, *data_dir, *batch_size, *json);
     };
   });
 

@@ -130,15 +130,4 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
   return state;
 }
 
-Weights load_weights(const std::string& path) {
-  std::string file = fs::is_directory(path) ? model_path(path) : path;
-  io::SafetensorsFile loaded = io::load_safetensors(file);
-  Weights weights;
-  for (const auto& [name, tensor] : loaded.tensors) weights.state.insert(name, tensor);
-  auto it = loaded.metadata.find("weft.model");
-  if (it != loaded.metadata.end()) weights.model_name = it->second;
-  weights.metadata = std::move(loaded.metadata);
-  return weights;
-}
-
 }  // namespace weft::train

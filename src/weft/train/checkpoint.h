@@ -50,13 +50,4 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              optim::Optimizer& optimizer);
 
-// The weights of DIR/model.safetensors, or of a .safetensors file given directly, with the
-// model name saved beside them ("" when the file does not say).
-struct Weights {
-  nn::StateDict state;
-  std::string model_name;
-  std::map<std::string, std::string> metadata;  // all of the file's
-};
-Weights load_weights(const std::string& path);
-
 }  // namespace weft::train

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "weft/autograd/grad_mode.h"
+#include "weft/infer/metadata.h"
 #include "weft/nn/models.h"
 #include "weft/ops/loss.h"
 #include "weft/train/step.h"
@@ -12,9 +13,7 @@
 namespace weft::train {
 
 data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
-  if (dataset == "fashion-mnist") return data::load_mnist_idx(dir, train, data::kFashionMnistNormalization);
-  if (dataset == "mnist") return data::load_mnist_idx(dir, train, data::kMnistNormalization);
-  throw ValueError(str("unknown dataset '", dataset, "': expected fashion-mnist or mnist"));
+  return data::load_mnist_idx(dir, train, infer::image_dataset_info(dataset).normalization);
 }
 
 EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size) {
@@ -55,6 +54,7 @@ class ImageTask : public Task {
  public:
   ImageTask(const TrainOptions& o)
       : model_(o.model),
+        dataset_(o.image.dataset),
         train_(std::make_shared<data::ImageDataset>(load_image_dataset(o.image.dataset, o.image.data_dir, true))),
         test_(load_image_dataset(o.image.dataset, o.image.data_dir, false)) {}
 
@@ -73,6 +73,11 @@ class ImageTask : public Task {
   const char* items() const override { return "samples"; }
   bool tallies_accuracy() const override { return true; }
 
+  // The normalisation travels with the weights, so inference needs no dataset (infer/load.h).
+  std::map<std::string, std::string> checkpoint_metadata() const override {
+    return infer::classifier_metadata(dataset_);
+  }
+
   Evaluation evaluate(nn::Module& model, int64_t batch_size) const override {
     EvalResult r = evaluate_classifier(model, test_, batch_size);
     char line[96];
@@ -83,7 +88,7 @@ class ImageTask : public Task {
   }
 
  private:
-  std::string model_;
+  std::string model_, dataset_;
   std::shared_ptr<data::ImageDataset> train_;
   data::ImageDataset test_;
 };

@@ -10,7 +10,6 @@
 // converted to bits and spread over the bytes the validation tokens decode to. The unigram
 // baseline is the cross-entropy of the validation tokens under the training tokens' frequencies
 // (add-one smoothed): what a model that ignores context would reach.
-#include "weft/train/lm.h"
 #include "weft/train/task.h"
 
 #include <cmath>
@@ -21,8 +20,7 @@
 #include "weft/core/random.h"
 #include "weft/data/sampler.h"
 #include "weft/data/text.h"
-#include "weft/io/atomic_file.h"
-#include "weft/io/safetensors.h"
+#include "weft/infer/metadata.h"
 #include "weft/ops/loss.h"
 #include "weft/train/checkpoint.h"
 
@@ -39,63 +37,6 @@ constexpr int64_t kRandomTrainTokens = 1 << 20, kRandomValTokens = 1 << 16;
 nlohmann::json config_json(const nn::GPTConfig& c) {
   return {{"layers", c.layers}, {"heads", c.heads}, {"dim", c.dim}, {"context", c.context}, {"vocab", c.vocab},
           {"dropout", c.dropout}};
-}
-
-// What a GPT checkpoint's model.safetensors says about the model.
-struct SavedGPT {
-  nn::GPTConfig config;
-  std::string tokenizer;  // identity
-  std::string dir;
-};
-
-SavedGPT read_saved_gpt(const std::string& path) {
-  const bool is_dir = fs::is_directory(path);
-  const std::string file = is_dir ? (fs::path(path) / "model.safetensors").string() : path;
-  io::SafetensorsHeader header = io::read_safetensors_header(file);
-  auto model = header.metadata.find("weft.model");
-  if (model == header.metadata.end() || model->second != "gpt")
-    throw ValueError(str(file, " does not hold a GPT (its weft.model is '",
-                         model == header.metadata.end() ? "" : model->second, "')"));
-  SavedGPT saved;
-  saved.dir = is_dir ? path : fs::path(path).parent_path().string();
-  try {
-    nlohmann::json c = nlohmann::json::parse(header.metadata.at("weft.gpt"));
-    saved.config = {.layers = c.at("layers"), .heads = c.at("heads"), .dim = c.at("dim"), .context = c.at("context"),
-                    .vocab = c.at("vocab"), .dropout = c.at("dropout")};
-    saved.tokenizer = header.metadata.at("weft.tokenizer");
-  } catch (const std::exception& e) {
-    throw FormatError(str(file, ": missing or malformed GPT metadata (weft.gpt, weft.tokenizer): ", e.what()));
-  }
-  saved.config.check();
-  return saved;
-}
-
-std::string saved_tokenizer_path(const std::string& dir) { return (fs::path(dir) / "tokenizer.model").string(); }
-
-// The tokenizer `spec` names, or the checkpoint's own for "", checked against the checkpoint.
-std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std::string& spec) {
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  if (!spec.empty()) {
-    tokenizer = data::load_tokenizer(spec);
-  } else if (saved.tokenizer == "byte") {
-    tokenizer = std::make_unique<data::ByteTokenizer>();
-  } else {
-    const std::string path = saved_tokenizer_path(saved.dir);
-    WEFT_CHECK(fs::exists(path), IOError, "the model in ", saved.dir, " was trained with tokenizer ", saved.tokenizer,
-               ", and ", path, " is missing; pass that tokenizer's model file with --tokenizer");
-    tokenizer = data::load_tokenizer(path);
-  }
-  WEFT_CHECK(tokenizer->identity() == saved.tokenizer, ValueError, "tokenizer ", spec.empty() ? "file" : spec, " (",
-             tokenizer->identity(), ") does not match the checkpoint in ", saved.dir, ", trained with ",
-             saved.tokenizer);
-  return tokenizer;
-}
-
-void save_tokenizer(const data::Tokenizer& tokenizer, const std::string& dir) {
-  auto* sentencepiece = dynamic_cast<const data::SentencePieceTokenizer*>(&tokenizer);
-  if (!sentencepiece) return;
-  const std::string& bytes = sentencepiece->serialized_model();
-  io::write_file_atomic(saved_tokenizer_path(dir), [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
 }
 
 struct Corpus {
@@ -164,7 +105,7 @@ double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t
 }
 
 // Each architecture field: the flag's, else the checkpoint's, else the default.
-nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<SavedGPT>& saved, int64_t tokenizer_vocab) {
+nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<infer::SavedGPT>& saved, int64_t tokenizer_vocab) {
   auto pick = [&](int64_t flag, int64_t nn::GPTConfig::*field, int64_t fallback) {
     if (flag > 0) return flag;
     return saved ? (*saved).config.*field : fallback;
@@ -188,16 +129,6 @@ nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<SavedGPT>
 
 }  // namespace
 
-GPTCheckpoint load_gpt_checkpoint(const std::string& path, const std::string& tokenizer_spec) {
-  SavedGPT saved = read_saved_gpt(path);
-  GPTCheckpoint checkpoint;
-  checkpoint.tokenizer = tokenizer_for(saved, tokenizer_spec);
-  checkpoint.model = std::make_shared<nn::GPT>(saved.config);
-  checkpoint.model->load_state_dict(load_weights(path).state);
-  checkpoint.model->eval();
-  return checkpoint;
-}
-
 namespace {
 
 // GPT recipes train with AdamW at betas (0.9, 0.95), weight decay 0.1 and the gradients' norm
@@ -214,9 +145,9 @@ class LanguageTask : public Task {
     WEFT_CHECK(t.eval_windows >= 0, ValueError, "--eval-windows must not be negative, got ", t.eval_windows);
     WEFT_CHECK(t.val_fraction > 0 && t.val_fraction < 1, ValueError, "--val-fraction must be in (0, 1), got ",
                t.val_fraction);
-    std::optional<SavedGPT> saved;
-    if (!o.resume_dir.empty()) saved = read_saved_gpt(o.resume_dir);
-    tokenizer_ = saved ? tokenizer_for(*saved, t.tokenizer) : data::load_tokenizer(t.tokenizer.empty() ? "byte" : t.tokenizer);
+    std::optional<infer::SavedGPT> saved;
+    if (!o.resume_dir.empty()) saved = infer::read_saved_gpt(o.resume_dir);
+    tokenizer_ = saved ? infer::tokenizer_for(*saved, t.tokenizer) : data::load_tokenizer(t.tokenizer.empty() ? "byte" : t.tokenizer);
     config_ = resolve_config(t, saved, tokenizer_->vocab_size());
     random_data_ = t.data.size() == 1 && t.data[0] == "random";
     WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError, "--vocab ", config_.vocab,
@@ -271,9 +202,9 @@ class LanguageTask : public Task {
   }
 
   std::map<std::string, std::string> checkpoint_metadata() const override {
-    return {{"weft.gpt", config_json(config_).dump()}, {"weft.tokenizer", tokenizer_->identity()}};
+    return infer::gpt_metadata(config_, *tokenizer_);
   }
-  void save_files(const std::string& dir) const override { save_tokenizer(*tokenizer_, dir); }
+  void save_files(const std::string& dir) const override { infer::save_tokenizer(*tokenizer_, dir); }
   nlohmann::json describe() const override {
     nlohmann::json d = config_json(config_);
     d.erase("dropout");

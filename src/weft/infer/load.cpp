@@ -1,0 +1,151 @@
+#include "weft/infer/load.h"
+
+#include <optional>
+
+#include "weft/infer/metadata.h"
+#include "weft/io/safetensors.h"
+#include "weft/nn/models.h"
+#include "weft/quant/checkpoint.h"
+
+namespace weft::infer {
+
+namespace {
+
+// The one floating dtype of `state`'s tensors (f32 when it has none); a mixture → FormatError.
+DType weights_dtype(const nn::StateDict& state, const std::string& file) {
+  std::optional<std::pair<std::string, DType>> first;
+  for (const auto& [name, t] : state) {
+    if (!is_floating(t.dtype())) continue;
+    if (!first) first.emplace(name, t.dtype());
+    WEFT_CHECK(t.dtype() == first->second, FormatError, file, ": tensor '", name, "' is ", dtype_name(t.dtype()),
+               " but '", first->first, "' is ", dtype_name(first->second),
+               "; expected every floating weight in one dtype");
+  }
+  return first ? first->second : DType::f32;
+}
+
+// `model` with `weights` copied in, in the weights' own dtype.
+void load_into(nn::Module& model, const Weights& weights, const std::string& file, DType dtype) {
+  if (dtype != DType::f32) model.to(dtype);
+  try {
+    model.load_state_dict(weights.state);
+  } catch (const Error& e) {  // a missing or unexpected tensor, a wrong shape
+    throw FormatError(str(file, ": the tensors do not fit a ", weights.model_name.empty() ? "model" : weights.model_name,
+                          ": ", e.what()));
+  }
+  model.eval();
+}
+
+void load_classifier_input(LoadedModel& loaded, const LoadOptions& options) {
+  auto dataset = loaded.metadata.find("weft.dataset");
+  try {
+    loaded.dataset = dataset != loaded.metadata.end() ? dataset->second : options.dataset;
+    const ImageDatasetInfo& info = image_dataset_info(loaded.dataset);
+    loaded.labels = info.labels;
+    loaded.input_shape = info.sample_shape;
+    if (std::optional<data::Normalization> saved = saved_normalization(loaded.metadata, loaded.file)) {
+      loaded.normalization = *saved;
+    } else {
+      loaded.normalization = info.normalization;
+      loaded.note = str(loaded.file, " has no saved normalisation (it predates weft.normalization); using ",
+                        loaded.dataset, "'s training statistics");
+    }
+  } catch (const ValueError& e) {
+    if (dataset == loaded.metadata.end()) throw;  // the caller's fallback, not the file, is wrong
+    throw FormatError(str(loaded.file, ": weft.dataset: ", e.what()));
+  }
+  WEFT_CHECK(std::ssize(loaded.normalization.mean) == loaded.input_shape[0], FormatError, loaded.file,
+             ": weft.normalization has ", loaded.normalization.mean.size(), " channels; the ", loaded.kind,
+             " takes ", loaded.input_shape[0]);
+}
+
+void load_gpt(LoadedModel& loaded, const std::string& path, const LoadOptions& options) {
+  SavedGPT saved = read_saved_gpt(path);
+  loaded.tokenizer = tokenizer_for(saved, options.tokenizer);
+  Weights weights = load_weights(loaded.file);
+  loaded.dtype = weights_dtype(weights.state, loaded.file);
+  loaded.gpt = std::make_shared<nn::GPT>(saved.config);
+  load_into(*loaded.gpt, weights, loaded.file, loaded.dtype);
+  loaded.model = loaded.gpt;
+  loaded.input_shape = {saved.config.context};
+}
+
+}  // namespace
+
+Weights load_weights(const std::string& path) {
+  io::SafetensorsFile loaded = io::load_safetensors(model_file(path));
+  Weights weights;
+  for (const auto& [name, tensor] : loaded.tensors) weights.state.insert(name, tensor);
+  auto it = loaded.metadata.find("weft.model");
+  if (it != loaded.metadata.end()) weights.model_name = it->second;
+  weights.metadata = std::move(loaded.metadata);
+  return weights;
+}
+
+LoadedModel load_model(const std::string& path, const LoadOptions& options) {
+  LoadedModel loaded;
+  loaded.file = model_file(path);
+  loaded.metadata = io::read_safetensors_header(loaded.file).metadata;
+  auto saved_kind = loaded.metadata.find("weft.model");
+  if (saved_kind != loaded.metadata.end()) {
+    loaded.kind = saved_kind->second;
+    WEFT_CHECK(options.model.empty() || options.model == loaded.kind, ValueError, loaded.file, " holds a ", loaded.kind,
+               " model, not ", options.model);
+  } else {
+    loaded.kind = options.model;
+    WEFT_CHECK(!loaded.kind.empty(), ValueError, loaded.file, " does not say which model it holds (no weft.model in "
+               "its metadata); pass the architecture it was trained as (--model mlp|cnn)");
+  }
+  if (loaded.kind == "gpt") {
+    load_gpt(loaded, path, options);
+    return loaded;
+  }
+  WEFT_CHECK(loaded.kind == "mlp" || loaded.kind == "cnn", FormatError, loaded.file, ": weft.model is '", loaded.kind,
+             "'; expected mlp, cnn or gpt (a checkpoint weft wrote)");
+  if (quant::is_quantized_checkpoint(loaded.file)) {
+    quant::QuantizedClassifier quantized = quant::load_quantized_classifier(loaded.file);
+    loaded.model = quantized.model;
+    loaded.scheme = quant::scheme_name(quantized.scheme);
+  } else {
+    Weights weights = load_weights(loaded.file);
+    weights.model_name = loaded.kind;
+    loaded.dtype = weights_dtype(weights.state, loaded.file);
+    loaded.model = nn::make_image_classifier(loaded.kind);
+    load_into(*loaded.model, weights, loaded.file, loaded.dtype);
+  }
+  load_classifier_input(loaded, options);
+  return loaded;
+}
+
+Tensor classifier_input(const LoadedModel& loaded, const Tensor& pixels) {
+  WEFT_CHECK(loaded.kind != "gpt", ValueError, "classifier_input: ", loaded.file, " holds a GPT, whose input is token ids");
+  WEFT_CHECK(pixels.dtype() == DType::u8, DTypeError, "classifier_input: expected u8 pixels (0..255), found ",
+             dtype_name(pixels.dtype()));
+  const Shape& sample = loaded.input_shape;  // [C, H, W]
+  const int64_t channels = sample[0], plane = sample[1] * sample[2];
+  const Shape& shape = pixels.shape();
+  auto ends_with = [&](const Shape& tail) {
+    return shape.size() >= tail.size() && shape.size() <= tail.size() + 1 &&
+           std::equal(tail.begin(), tail.end(), shape.end() - std::ssize(tail));
+  };
+  WEFT_CHECK(ends_with(sample) || (channels == 1 && ends_with(Shape{sample[1], sample[2]})), ShapeError,
+             "classifier_input: ", loaded.kind, " takes images ", shape_str(sample), " (or a batch of them), found ",
+             shape_str(shape));
+  const int64_t batch = pixels.numel() / (channels * plane);
+  Tensor input = Tensor::empty({batch, channels, sample[1], sample[2]}, DType::f32);
+  const Tensor source = pixels.contiguous_untracked();
+  const uint8_t* src = source.data<uint8_t>();
+  float* dst = input.data<float>();
+  for (int64_t c = 0; c < channels; ++c) {
+    const double mean = loaded.normalization.mean[c], std = loaded.normalization.std[c];
+    float table[256];
+    for (int x = 0; x < 256; ++x) table[x] = static_cast<float>((x / 255.0 - mean) / std);
+    for (int64_t n = 0; n < batch; ++n) {
+      const int64_t offset = (n * channels + c) * plane;
+      for (int64_t j = 0; j < plane; ++j) dst[offset + j] = table[src[offset + j]];
+    }
+  }
+  return input.to(loaded.dtype);
+}
+
+}  // namespace weft::infer

@@ -1,0 +1,71 @@
+// What a weft checkpoint says about its model beyond the tensors: the keys of model.safetensors'
+// metadata that training writes and inference reads, written and read here only, so the two
+// sides cannot drift apart.
+//
+//   weft.model          mlp | cnn | gpt: the architecture (nn/models.h, nn/gpt.h)
+//   weft.dataset        classifiers: fashion-mnist | mnist, the data set trained on (its labels)
+//   weft.normalization  classifiers: {"mean": [m_0, ...], "std": [s_0, ...]}, one entry per channel,
+//                       in units of pixel / 255: the model's input is (x / 255 - m_c) / s_c for a
+//                       u8 pixel x of channel c, exactly as data::ImageDataset computes it
+//   weft.gpt            GPTs: {"layers", "heads", "dim", "context", "vocab", "dropout"}
+//   weft.tokenizer      GPTs: the tokenizer's identity (data/tokenizer.h)
+//   DIR/tokenizer.model GPTs trained with SentencePiece: the tokenizer itself, beside the weights
+//
+// Quantized classifiers (quant/checkpoint.h) add their own keys and carry weft.dataset and
+// weft.normalization over from the checkpoint they were made from. Checkpoints written before
+// weft.dataset and weft.normalization existed have neither; infer/load.h says what it assumes.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/core/shape.h"
+#include "weft/data/dataset.h"
+#include "weft/data/tokenizer.h"
+#include "weft/nn/gpt.h"
+
+namespace weft::infer {
+
+using Metadata = std::map<std::string, std::string>;
+
+// A checkpoint directory → DIR/model.safetensors; anything else is taken as the file itself.
+std::string model_file(const std::string& path);
+
+// The image data sets the classifiers train on. "fashion-mnist" | "mnist"; any other name is a
+// ValueError listing them.
+struct ImageDatasetInfo {
+  std::string name;
+  data::Normalization normalization;  // the training split's statistics
+  std::vector<std::string> labels;    // class names by class id
+  Shape sample_shape;                 // one image as the models take it: [C, H, W]
+};
+const ImageDatasetInfo& image_dataset_info(const std::string& name);
+
+// weft.dataset and weft.normalization for a classifier trained on `dataset`, with that data
+// set's statistics or with `normalization` (which must have one mean and one positive std per
+// channel: ValueError otherwise).
+Metadata classifier_metadata(const std::string& dataset);
+Metadata classifier_metadata(const std::string& dataset, const data::Normalization& normalization);
+// weft.normalization of `metadata`, or nullopt when it has none; malformed → FormatError naming `file`.
+std::optional<data::Normalization> saved_normalization(const Metadata& metadata, const std::string& file);
+
+// weft.gpt and weft.tokenizer for a GPT.
+Metadata gpt_metadata(const nn::GPTConfig& config, const data::Tokenizer& tokenizer);
+// What a GPT checkpoint (DIR or DIR/model.safetensors) says about its model, from the header
+// alone. weft.model not gpt → ValueError; weft.gpt or weft.tokenizer missing or malformed → FormatError.
+struct SavedGPT {
+  nn::GPTConfig config;
+  std::string tokenizer;  // identity
+  std::string dir;        // where tokenizer.model sits
+};
+SavedGPT read_saved_gpt(const std::string& path);
+// The tokenizer `spec` names ("byte" or a SentencePiece file), or for "" the checkpoint's own
+// (byte, or DIR/tokenizer.model: IOError when that file is missing). Either way it must be the
+// one the model was trained with: ValueError naming both otherwise.
+std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std::string& spec);
+// Writes DIR/tokenizer.model for a SentencePiece tokenizer (atomically); nothing for bytes.
+void save_tokenizer(const data::Tokenizer& tokenizer, const std::string& dir);
+
+}  // namespace weft::infer
