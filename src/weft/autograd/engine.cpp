@@ -8,6 +8,7 @@
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/elementwise.h"
+#include "weft/monitor/profiler.h"
 
 namespace weft {
 
@@ -42,7 +43,11 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>& grad_outputs) {
              "' a second time: its saved tensors were freed by the first backward; pass "
              "retain_graph=true to the first backward() to keep them");
   if (num_outputs() == 1 && !grad_outputs[0].defined()) return std::vector<Tensor>(next_edges.size());
-  return backward_(grad_outputs);
+  monitor::Scope scope(monitor::ScopeKind::backward, name(), grad_outputs);
+  std::vector<Tensor> grads = backward_(grad_outputs);
+  if (scope.active())
+    scope.set_cost(backward_flops, monitor::bytes_of(grad_outputs) + backward_saved_bytes + monitor::bytes_of(grads));
+  return grads;
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
@@ -51,6 +56,10 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
   Tensor& incoming = grad_outputs[0];
   Tensor& grad = leaf_->grad;
+  monitor::OpScope scope("accumulate_grad", {incoming});
+  if (scope.active())  // a copy reads and writes the gradient once, a sum reads two and writes one
+    scope.set_cost(grad.defined() ? static_cast<double>(incoming.numel()) : 0,
+                   monitor::bytes_of({incoming}) * (grad.defined() ? 3 : 2));
   if (!grad.defined()) {
     // Take the incoming buffer when nobody else can see it; otherwise keep a private copy so a
     // later in-place accumulation cannot write into another tensor.
@@ -63,6 +72,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
   Tensor leaf(leaf_);
   for (auto& hook : leaf_->grad_ready_hooks) hook(leaf);
   return {};
+}
+
+void set_backward_cost(const Tensor& out, double flops, double saved_bytes) {
+  if (Node* node = out.grad_fn().get()) {
+    node->backward_flops = flops;
+    node->backward_saved_bytes = saved_bytes;
+  }
 }
 
 Edge gradient_edge(const Tensor& t) {
