@@ -2,6 +2,9 @@
 // recording, side by side, and an op scope alone. With none attached a scope is one atomic load
 // and a branch, so the first column is what the ops cost without any seam; the second is what
 // profiling adds per op (two clock reads, the event, an allocator sample). Best of several runs.
+// Then three profiled CNN training steps (batch 64) with phase and module scopes, as the trainer
+// opens them: the key-averages table against this machine's measured roofline, and with a path
+// argument (bench_profiler trace.json) their Chrome trace for Perfetto.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,7 +46,7 @@ void row(const char* what, double none_ns, double profiled_ns) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::printf("threads %d\n", get_num_threads());
   std::printf("%-40s %14s %14s %9s\n", "ns per call", "no observer", "profiling", "added");
   Generator gen(0);
@@ -76,9 +79,47 @@ int main() {
   std::printf("%-40s %14.1f %14.1f %+8.2f%%\n", "MLP train step, batch 64 (us)", none_ns / 1e3, profiled_ns / 1e3,
               100 * (profiled_ns / none_ns - 1));
 
+
+  // The CNN's children run between begin_module / end_module, as module hooks will call them.
+  auto cnn = nn::make_cnn();
+  optim::AdamW cnn_optimizer(cnn->parameters());
+  const Tensor images = Tensor::randn({64, 1, 28, 28}, gen);
+  auto cnn_step = [&] {
+    monitor::PhaseScope step("step");
+    Tensor loss;
+    {
+      monitor::PhaseScope phase("forward");
+      Tensor h = images;
+      for (const auto& [name, child] : cnn->named_children()) {
+        monitor::begin_module(name + " " + child->name());
+        h = (*child)(h);
+        monitor::end_module();
+      }
+      loss = cross_entropy(h, y);
+    }
+    {
+      monitor::PhaseScope phase("backward");
+      loss.backward();
+    }
+    monitor::PhaseScope phase("optimizer");
+    cnn_optimizer.step();
+    cnn_optimizer.zero_grad();
+  };
+  cnn_step();
+  monitor::Profiler profiler;
+  profiler.start();
+  for (int i = 0; i < 3; ++i) cnn_step();
+  profiler.stop();
   // The ceilings the profiler's table judges ops against, as the trainer measures them.
   const cpu::RooflineFigures roof = cpu::measure_roofline();
-  std::printf("roofline: f32 GEMM %.1f GFLOP/s, bf16 GEMM %.1f GFLOP/s (0: no native bf16), triad %.1f GB/s\n",
+  std::printf("\nroofline: f32 GEMM %.1f GFLOP/s, bf16 GEMM %.1f GFLOP/s (0: no native bf16), triad %.1f GB/s\n",
               roof.f32_gflops, roof.bf16_gflops, roof.bandwidth_gbs);
+  const monitor::Roofline roofline = cpu::roofline_for(roof);
+  std::printf("CNN, 3 profiled training steps of batch 64: %.1f ms\n%s", profiler.step_ms(),
+              monitor::Profiler::table(profiler.key_averages(roofline), roofline, 15).c_str());
+  if (argc > 1) {
+    profiler.write_trace(argv[1]);
+    std::printf("trace: %s\n", argv[1]);
+  }
   return sink ? 0 : 0;
 }

@@ -328,7 +328,8 @@ TEST(Profiler, KeyAveragesJudgeOpsAgainstTheRoofline) {
   const nlohmann::json json = Profiler::to_json(rows);
   EXPECT_EQ(json.size(), 2u);
   EXPECT_EQ(json[0]["name"], rows[0].name);
-  EXPECT_EQ(Profiler::table(profiler.key_averages(), {}).find("compute"), std::string::npos);  // no roofline, no verdict
+  // No roofline, no verdict.
+  EXPECT_EQ(Profiler::table(profiler.key_averages(), {}).find("compute"), std::string::npos);
 }
 
 // The phases account for the step, and the step scope for the wall-clock time around it. The step

@@ -249,10 +249,12 @@ std::vector<OpStats> Profiler::key_averages(const Roofline& roofline) const {
   for (auto& [name, s] : by_name) {
     s.share = step > 0 ? s.self_ms / step : 0;
     s.gflops_per_s = s.self_ms > 0 ? s.flops / (s.self_ms * 1e6) : 0;
+    s.gbytes_per_s = s.self_ms > 0 ? s.bytes / (s.self_ms * 1e6) : 0;
     s.intensity = s.bytes > 0 ? s.flops / s.bytes : 0;
-    if (s.flops > 0 && s.bytes > 0 && ridge > 0) {
+    if (s.bytes > 0 && ridge > 0) {
       s.bound = s.intensity >= ridge ? "compute" : "memory";
-      s.roof_share = s.gflops_per_s / std::min(roofline.peak_gflops, s.intensity * roofline.bandwidth_gbs);
+      s.roof_share = s.flops > 0 ? s.gflops_per_s / std::min(roofline.peak_gflops, s.intensity * roofline.bandwidth_gbs)
+                                 : s.gbytes_per_s / roofline.bandwidth_gbs;
     }
     rows.push_back(s);
   }
@@ -263,16 +265,16 @@ std::vector<OpStats> Profiler::key_averages(const Roofline& roofline) const {
 std::string Profiler::table(const std::vector<OpStats>& rows, const Roofline& roofline, size_t max_rows) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-34s %7s %10s %10s %7s %9s %8s  %s\n", "op", "calls", "self ms", "total ms",
-                "step %", "GFLOP/s", "FLOP/B", "bound (achieved / roof)");
+  std::snprintf(line, sizeof line, "%-34s %7s %10s %10s %7s %9s %8s %8s  %s\n", "op", "calls", "self ms", "total ms",
+                "step %", "GFLOP/s", "GB/s", "FLOP/B", "bound (achieved / roof)");
   out += line;
   for (size_t i = 0; i < rows.size() && i < max_rows; ++i) {
     const OpStats& r = rows[i];
     std::string bound = r.bound.empty() ? "-" : r.bound;
     if (!r.bound.empty()) bound += " (" + std::to_string(static_cast<int>(r.roof_share * 100 + 0.5)) + "%)";
-    std::snprintf(line, sizeof line, "%-34.34s %7lld %10.3f %10.3f %6.1f%% %9.2f %8.2f  %s\n", r.name.c_str(),
-                  static_cast<long long>(r.calls), r.self_ms, r.total_ms, r.share * 100, r.gflops_per_s, r.intensity,
-                  bound.c_str());
+    std::snprintf(line, sizeof line, "%-34.34s %7lld %10.3f %10.3f %6.1f%% %9.2f %8.2f %8.2f  %s\n", r.name.c_str(),
+                  static_cast<long long>(r.calls), r.self_ms, r.total_ms, r.share * 100, r.gflops_per_s, r.gbytes_per_s,
+                  r.intensity, bound.c_str());
     out += line;
   }
   if (rows.size() > max_rows)
@@ -290,7 +292,8 @@ nlohmann::json Profiler::to_json(const std::vector<OpStats>& rows) {
   for (const OpStats& r : rows)
     out.push_back({{"name", r.name},       {"calls", r.calls},       {"self_ms", r.self_ms},
                    {"total_ms", r.total_ms}, {"share", r.share},     {"flops", r.flops},
-                   {"bytes", r.bytes},     {"gflops_per_s", r.gflops_per_s}, {"intensity", r.intensity},
+                   {"bytes", r.bytes},     {"gflops_per_s", r.gflops_per_s}, {"gbytes_per_s", r.gbytes_per_s},
+                   {"intensity", r.intensity},
                    {"bound", r.bound},     {"roof_share", r.roof_share}});
   return out;
 }

@@ -146,9 +146,14 @@ struct OpStats {
   double share = 0;     // self_ms / the profiled step time
   double flops = 0, bytes = 0;
   double gflops_per_s = 0;  // flops / self time
+  double gbytes_per_s = 0;  // bytes / self time
   double intensity = 0;     // flops / bytes
-  std::string bound;        // "compute", "memory", or "" (no FLOPs or no roofline)
-  double roof_share = 0;    // achieved / attainable (min(peak, intensity * bandwidth))
+  // "compute" or "memory" (intensity above or below the ridge; an op that moves bytes and does no
+  // arithmetic is memory-bound), "" when it moves nothing or there is no roofline.
+  std::string bound;
+  // Achieved over attainable: GFLOP/s over min(peak, intensity * bandwidth); for an op with no
+  // FLOPs, GB/s over the bandwidth.
+  double roof_share = 0;
 };
 
 class Profiler : public Observer {

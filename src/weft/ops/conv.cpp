@@ -34,7 +34,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   if (scope.active()) {  // 2·N·Cout·Hout·Wout·(Cin/groups)·kh·kw, + the bias; backward the same per gradient
     const double macs = static_cast<double>(out.numel()) * static_cast<double>(weight.numel() / weight.shape()[0]);
     scope.set_cost(2 * macs + (bias.defined() ? out.numel() : 0), monitor::bytes_of({x, weight, bias, out}));
-    autograd::set_backward_cost(out, 2 * macs * (x.requires_grad() + weight.requires_grad()), monitor::bytes_of({x, weight}));
+    const int grads = x.requires_grad() + weight.requires_grad();
+    autograd::set_backward_cost(out, 2 * macs * grads, monitor::bytes_of({x, weight}));
   }
   return out;
 }

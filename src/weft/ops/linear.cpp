@@ -118,7 +118,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
            }
            return Grads{gx, gw, gb};
          });
-  if (scope.active()) {  // 2·rows·in·out, plus rows·out for the bias; backward one GEMM per gradient, a sum for the bias
+  if (scope.active()) {  // 2·rows·in·out, + rows·out for the bias; backward a GEMM per gradient, a sum for the bias
     const double gemm = 2.0 * static_cast<double>(x2.shape()[0]) * static_cast<double>(in * out_features);
     const double bias_adds = bias.defined() ? static_cast<double>(out.numel()) : 0;
     scope.set_cost(gemm + bias_adds, monitor::bytes_of({x, weight, bias, out}));

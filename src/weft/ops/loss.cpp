@@ -38,7 +38,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction re
     }
     out = Tensor::scalar(total, logits.dtype());
   }
-  if (scope.active()) scope.set_cost(5.0 * logits.numel(), monitor::bytes_of({logits, target, f.lse, out}));  // as log_softmax
+  if (scope.active())  // as log_softmax: max, sub, exp, sum, sub per logit
+    scope.set_cost(5.0 * logits.numel(), monitor::bytes_of({logits, target, f.lse, out}));
   record("cross_entropy", {logits, target}, {out},
          [logits = logits.detach(), target, lse = f.lse, scale, ignore_index, label_smoothing](const Grads& g) {
            return Grads{cpu::cross_entropy_backward(g[0], scale, logits, target, lse, ignore_index, label_smoothing),
@@ -66,7 +67,8 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
     out = cpu::mul(out, 1.0 / n);
     scale /= n;
   }
-  if (scope.active()) scope.set_cost(3.0 * input.numel(), monitor::bytes_of({input, target, diff, diff, out}));  // sub, square, sum
+  if (scope.active())  // sub, square, sum per element
+    scope.set_cost(3.0 * input.numel(), monitor::bytes_of({input, target, diff, diff, out}));
   record("mse_loss", {input, target}, {out},
          [diff, scale, need_input = input.requires_grad(), need_target = target.requires_grad()](const Grads& g) {
            Tensor grad = cpu::mul(cpu::mul(diff, g[0]), scale);

@@ -78,7 +78,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     for (int64_t i = 0; i < keep.numel(); ++i) k[i] = g.uniform() >= p;
   }
   Tensor out = apply_mask(x, keep, scale);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, keep, keep, out}));  // the mask written, then read
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, keep, keep, out}));  // keep written, read
   record("dropout", {x}, {out}, [keep, scale](const Grads& grad) { return Grads{apply_mask(grad[0], keep, scale)}; });
   return out;
 }

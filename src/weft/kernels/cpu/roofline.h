@@ -1,8 +1,8 @@
 // This machine's two ceilings, measured, for the profiler's compute- or memory-bound verdicts:
 // the GEMM rate weft's matmul reaches (f32, and bf16 where the CPU has bf16 instructions) and the
-// memory bandwidth a streaming loop reaches. Each figure is the best of a few runs of about
-// 0.1-0.3 s, on the threads weft is set to use, so it is what weft's own kernels can get, not
-// the vendor's peak.
+// memory bandwidth a streaming loop reaches. Each figure is the best of eight runs (0.1-0.3 s in
+// all), on the threads weft is set to use: what weft's own kernels can get, not the vendor's peak,
+// and on a busy machine less than that.
 #pragma once
 #include "weft/monitor/profiler.h"
 
