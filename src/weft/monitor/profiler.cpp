@@ -181,7 +181,7 @@ void Profiler::sample_memory_locked(int64_t ts_ns) {
 
 std::vector<Profiler::Event> Profiler::events() const {
   std::lock_guard lock(mutex_);
-  return events_;
+  return {events_.begin(), events_.end()};
 }
 
 double Profiler::step_ms() const {

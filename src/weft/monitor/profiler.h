@@ -23,6 +23,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <mutex>
@@ -208,7 +209,7 @@ class Profiler : public Observer {
   mutable std::mutex mutex_;
   int64_t origin_ns_;
   int main_tid_ = 0;
-  std::vector<Event> events_;
+  std::deque<Event> events_;  // a deque: growing never moves the events recorded so far
   std::unordered_map<int, std::vector<size_t>> open_;  // per thread: indices of open scopes, outermost first
   std::vector<MemorySample> memory_;
 };
