@@ -57,7 +57,7 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>& grad_outputs) {
              "' a second time: its saved tensors were freed by the first backward; pass "
              "retain_graph=true to the first backward() to keep them");
   if (num_outputs() == 1 && !grad_outputs[0].defined()) return std::vector<Tensor>(next_edges.size());
-  monitor::Scope scope(monitor::ScopeKind::backward, name(), grad_outputs);
+  monitor::Scope scope(monitor::ScopeKind::backward, name().c_str(), grad_outputs);
   std::vector<Tensor> grads = backward_(grad_outputs);
   if (scope.active()) scope.set_cost(backward_flops, backward_bytes(grad_outputs, grads, backward_saved_bytes));
   return grads;

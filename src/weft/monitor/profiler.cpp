@@ -43,7 +43,7 @@ double bytes_of(const std::vector<Tensor>& tensors) {
 }
 
 template <typename T>
-void Scope::open(Observer* o, ScopeKind kind, std::string_view name, const T* inputs, size_t n) {
+void Scope::open(Observer* o, ScopeKind kind, const char* name, const T* inputs, size_t n) {
   OpInputs info;
   bool have_float = false;
   for (size_t i = 0; i < n; ++i) {
@@ -57,8 +57,8 @@ void Scope::open(Observer* o, ScopeKind kind, std::string_view name, const T* in
   observer_ = o;
 }
 
-template void Scope::open(Observer*, ScopeKind, std::string_view, const std::reference_wrapper<const Tensor>*, size_t);
-template void Scope::open(Observer*, ScopeKind, std::string_view, const Tensor*, size_t);
+template void Scope::open(Observer*, ScopeKind, const char*, const std::reference_wrapper<const Tensor>*, size_t);
+template void Scope::open(Observer*, ScopeKind, const char*, const Tensor*, size_t);
 
 void Scope::close() {
   // An observer detached since this scope opened has already closed it.

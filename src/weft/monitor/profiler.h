@@ -80,11 +80,12 @@ double bytes_of(const std::vector<Tensor>& tensors);
 
 class Scope {
  public:
-  Scope(ScopeKind kind, std::string_view name, TensorRefs inputs = {}) {
+  // `name` is a C string so that, with no observer, not even its length is computed.
+  Scope(ScopeKind kind, const char* name, TensorRefs inputs = {}) {
     if (Observer* o = observer()) [[unlikely]]
       open(o, kind, name, inputs.begin(), inputs.size());
   }
-  Scope(ScopeKind kind, std::string_view name, const std::vector<Tensor>& inputs) {
+  Scope(ScopeKind kind, const char* name, const std::vector<Tensor>& inputs) {
     if (Observer* o = observer()) [[unlikely]]
       open(o, kind, name, inputs.data(), inputs.size());
   }
@@ -104,7 +105,7 @@ class Scope {
 
  private:
   template <typename T>
-  void open(Observer* o, ScopeKind kind, std::string_view name, const T* inputs, size_t n);
+  void open(Observer* o, ScopeKind kind, const char* name, const T* inputs, size_t n);
   void close();
 
   Observer* observer_ = nullptr;
@@ -113,12 +114,12 @@ class Scope {
 };
 
 struct OpScope : Scope {
-  OpScope(std::string_view name, TensorRefs inputs) : Scope(ScopeKind::op, name, inputs) {}
-  OpScope(std::string_view name, const std::vector<Tensor>& inputs) : Scope(ScopeKind::op, name, inputs) {}
+  OpScope(const char* name, TensorRefs inputs) : Scope(ScopeKind::op, name, inputs) {}
+  OpScope(const char* name, const std::vector<Tensor>& inputs) : Scope(ScopeKind::op, name, inputs) {}
 };
 
 struct PhaseScope : Scope {
-  explicit PhaseScope(std::string_view name) : Scope(ScopeKind::phase, name) {}
+  explicit PhaseScope(const char* name) : Scope(ScopeKind::phase, name) {}
 };
 
 // For a module's pre- and post-hook: end_module closes the innermost open module scope.
