@@ -15,8 +15,8 @@
 // Attach and detach observers between steps: a scope on another thread still open when its
 // observer is destroyed would call a dead object.
 //
-// The Profiler records scopes between start() and stop(): a Chrome trace (trace event format;
-// Perfetto and chrome://tracing open it) of complete events per thread with the allocator's
+// The Profiler records scopes between start() and stop(): a Chrome trace (the trace event format
+// Perfetto and chrome://tracing read) of complete events per thread with the allocator's
 // allocated and reserved bytes as a counter track, and a key-averages table like torch.profiler's,
 // judged against a roofline (peak GFLOP/s, bandwidth GB/s) the caller measures
 // (kernels/cpu/roofline.h) and passes in.
