@@ -1,4 +1,5 @@
 // The backward engine and the autograd half of Tensor's API.
+#include <algorithm>
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -8,6 +9,7 @@
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/elementwise.h"
+#include "weft/monitor/profiler.h"
 
 namespace weft {
 
@@ -34,6 +36,19 @@ static std::atomic<uint64_t> next_sequence_nr{0};
 Node::Node(std::string name, int num_outputs)
     : name_(std::move(name)), num_outputs_(num_outputs), sequence_nr_(next_sequence_nr++) {}
 
+// The bytes a backward moved, for the profiler: the saved tensors it read, and its incoming and
+// returned gradients, unless every returned gradient is a view of an incoming one (a view op's
+// backward), which moves nothing.
+static double backward_bytes(const std::vector<Tensor>& incoming, const std::vector<Tensor>& returned, double saved) {
+  double fresh = 0;
+  for (const Tensor& g : returned)
+    if (g.defined() && std::none_of(incoming.begin(), incoming.end(), [&](const Tensor& in) {
+          return in.defined() && in.storage().data() == g.storage().data();
+        }))
+      fresh += static_cast<double>(g.nbytes());
+  return fresh > 0 ? saved + fresh + monitor::bytes_of(incoming) : saved;
+}
+
 FunctionNode::FunctionNode(std::string name, int num_outputs, BackwardFn backward)
     : Node(std::move(name), num_outputs), backward_(std::move(backward)) {}
 
@@ -42,7 +57,10 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>& grad_outputs) {
              "' a second time: its saved tensors were freed by the first backward; pass "
              "retain_graph=true to the first backward() to keep them");
   if (num_outputs() == 1 && !grad_outputs[0].defined()) return std::vector<Tensor>(next_edges.size());
-  return backward_(grad_outputs);
+  monitor::Scope scope(monitor::ScopeKind::backward, name().c_str(), grad_outputs);
+  std::vector<Tensor> grads = backward_(grad_outputs);
+  if (scope.active()) scope.set_cost(backward_flops, backward_bytes(grad_outputs, grads, backward_saved_bytes));
+  return grads;
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
@@ -51,18 +69,30 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
   Tensor& incoming = grad_outputs[0];
   Tensor& grad = leaf_->grad;
-  if (!grad.defined()) {
-    // Take the incoming buffer when nobody else can see it; otherwise keep a private copy so a
-    // later in-place accumulation cannot write into another tensor.
-    bool exclusive = incoming.impl_ptr().use_count() == 1 && incoming.storage().use_count() == 1 &&
-                     incoming.is_contiguous();
-    grad = exclusive ? incoming : Tensor::empty(incoming.shape(), incoming.dtype()).copy_(incoming);
-  } else {
-    cpu::add_(grad, incoming);
+  {  // the scope ends before the hooks, which are not part of accumulating
+    monitor::OpScope scope("accumulate_grad", {incoming});
+    if (!grad.defined()) {
+      // Take the incoming buffer when nobody else can see it; otherwise keep a private copy so a
+      // later in-place accumulation cannot write into another tensor.
+      bool exclusive = incoming.impl_ptr().use_count() == 1 && incoming.storage().use_count() == 1 &&
+                       incoming.is_contiguous();
+      grad = exclusive ? incoming : Tensor::empty(incoming.shape(), incoming.dtype()).copy_(incoming);
+      if (scope.active()) scope.set_cost(0, exclusive ? 0 : 2.0 * incoming.nbytes());
+    } else {
+      cpu::add_(grad, incoming);
+      if (scope.active()) scope.set_cost(static_cast<double>(incoming.numel()), 3.0 * incoming.nbytes());
+    }
   }
   Tensor leaf(leaf_);
   leaf_->grad_ready_hooks.for_each([&](const auto& hook) { hook(leaf); });
   return {};
+}
+
+void set_backward_cost(const Tensor& out, double flops, double saved_bytes) {
+  if (Node* node = out.grad_fn().get()) {
+    node->backward_flops = flops;
+    node->backward_saved_bytes = saved_bytes;
+  }
 }
 
 Edge gradient_edge(const Tensor& t) {

@@ -43,6 +43,9 @@ class Node {
   uint64_t sequence_nr() const { return sequence_nr_; }
 
   std::vector<Edge> next_edges;
+  // What the backward costs beyond reading its incoming and writing its outgoing gradients, for
+  // the profiler: set by ops that know it (set_backward_cost), while a profiler is attached.
+  double backward_flops = 0, backward_saved_bytes = 0;
 
  private:
   std::string name_;
@@ -79,6 +82,10 @@ class AccumulateGrad : public Node {
 // per input. Returns whether it recorded.
 bool record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             BackwardFn backward);
+
+// Tells the profiler what the backward of `out`'s grad_fn will cost: its FLOPs and the bytes of
+// saved tensors it reads. Nothing when `out` has no grad_fn.
+void set_backward_cost(const Tensor& out, double flops, double saved_bytes);
 
 // The edge a gradient for `t` must flow into (empty when t needs none).
 Edge gradient_edge(const Tensor& t);

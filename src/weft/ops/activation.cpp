@@ -2,6 +2,7 @@
 
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/elementwise.h"
+#include "weft/monitor/profiler.h"
 
 namespace weft {
 
@@ -12,7 +13,9 @@ using Grads = std::vector<Tensor>;
 
 // The derivative needs the input x (relu, gelu) or is cheaper from the output y (sigmoid, tanh).
 static Tensor activation(const char* name, Unary forward, Binary backward, const Tensor& x, bool from_output) {
+  monitor::OpScope scope(name, {x});
   Tensor out = cpu::unary(forward, x);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));  // one FLOP per element
   Tensor saved = from_output ? out.detach() : x;
   record(name, {x}, {out}, [backward, saved](const Grads& g) { return Grads{cpu::binary(backward, g[0], saved)}; });
   return out;

@@ -3,6 +3,7 @@
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/elementwise.h"
 #include "weft/kernels/cpu/reduce.h"
+#include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
 namespace weft {
@@ -24,11 +25,14 @@ static void promote(Tensor& a, Tensor& b) {
   b = b.to(wider);
 }
 
-// Gradients of broadcast operands are summed back to each operand's shape.
+// Gradients of broadcast operands are summed back to each operand's shape. The profiler counts one
+// FLOP per output element for every op here (exp, log, sqrt and pow included).
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
+  monitor::OpScope scope("add", {a, b});
   Tensor out = cpu::binary(Binary::add, a, b);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
   record("add", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
     return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(g[0], sb)};
   });
@@ -38,7 +42,9 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
+  monitor::OpScope scope("sub", {a, b});
   Tensor out = cpu::binary(Binary::sub, a, b);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
   record("sub", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
     return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(cpu::unary(Unary::neg, g[0]), sb)};
   });
@@ -48,7 +54,9 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
+  monitor::OpScope scope("mul", {a, b});
   Tensor out = cpu::binary(Binary::mul, a, b);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
   record("mul", {a, b}, {out}, [a, b](const Grads& g) {
     return Grads{a.requires_grad() ? cpu::sum_to(cpu::mul(g[0], b), a.shape()) : Tensor(),
                  b.requires_grad() ? cpu::sum_to(cpu::mul(g[0], a), b.shape()) : Tensor()};
@@ -59,7 +67,9 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
+  monitor::OpScope scope("div", {a, b});
   Tensor out = cpu::binary(Binary::div, a, b);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
   record("div", {a, b}, {out}, [a, b, y = out.detach()](const Grads& g) {
     Tensor ga = cpu::binary(Binary::div, g[0], b);  // d(a/b)/da = 1/b
     Tensor gb;
@@ -71,40 +81,52 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor add(const Tensor& a, double b) {
+  monitor::OpScope scope("add_scalar", {a});
   Tensor out = cpu::binary(Binary::add, a, b);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, out}));
   record("add_scalar", {a}, {out}, [](const Grads& g) { return Grads{g[0]}; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
+  monitor::OpScope scope("mul_scalar", {a});
   Tensor out = cpu::mul(a, b);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, out}));
   record("mul_scalar", {a}, {out}, [b](const Grads& g) { return Grads{cpu::mul(g[0], b)}; });
   return out;
 }
 
 Tensor neg(const Tensor& x) {
+  monitor::OpScope scope("neg", {x});
   Tensor out = cpu::unary(Unary::neg, x);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
   record("neg", {x}, {out}, [](const Grads& g) { return Grads{cpu::unary(Unary::neg, g[0])}; });
   return out;
 }
 
 Tensor exp(const Tensor& x_in) {
   const Tensor x = autocast("exp", x_in);
+  monitor::OpScope scope("exp", {x});
   Tensor out = cpu::unary(Unary::exp, x);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
   record("exp", {x}, {out}, [y = out.detach()](const Grads& g) { return Grads{cpu::mul(g[0], y)}; });
   return out;
 }
 
 Tensor log(const Tensor& x_in) {
   const Tensor x = autocast("log", x_in);
+  monitor::OpScope scope("log", {x});
   Tensor out = cpu::unary(Unary::log, x);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
   record("log", {x}, {out}, [x](const Grads& g) { return Grads{cpu::binary(Binary::div, g[0], x)}; });
   return out;
 }
 
 Tensor sqrt(const Tensor& x_in) {
   const Tensor x = autocast("sqrt", x_in);
+  monitor::OpScope scope("sqrt", {x});
   Tensor out = cpu::unary(Unary::sqrt, x);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
   record("sqrt", {x}, {out}, [y = out.detach()](const Grads& g) {
     return Grads{cpu::binary(Binary::div, cpu::mul(g[0], 0.5), y)};
   });
@@ -113,7 +135,9 @@ Tensor sqrt(const Tensor& x_in) {
 
 Tensor pow(const Tensor& x_in, double exponent) {
   const Tensor x = autocast("pow", x_in);
+  monitor::OpScope scope("pow", {x});
   Tensor out = cpu::binary(Binary::pow, x, exponent);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
   record("pow", {x}, {out}, [x, exponent](const Grads& g) {
     return Grads{cpu::mul(cpu::mul(g[0], cpu::binary(Binary::pow, x, exponent - 1)), exponent)};
   });
@@ -122,7 +146,9 @@ Tensor pow(const Tensor& x_in, double exponent) {
 
 Tensor pow(const Tensor& x_in, const Tensor& exponent_in) {
   const Tensor x = autocast("pow", x_in), exponent = autocast("pow", exponent_in);
+  monitor::OpScope scope("pow", {x, exponent});
   Tensor out = cpu::binary(Binary::pow, x, exponent);
+  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, exponent, out}));
   record("pow", {x, exponent}, {out}, [x, exponent, y = out.detach()](const Grads& g) {
     Tensor gx, ge;
     if (x.requires_grad())  // e * x^(e-1)

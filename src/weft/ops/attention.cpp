@@ -6,6 +6,7 @@
 
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/attention.h"
+#include "weft/monitor/profiler.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
 #include "weft/ops/autocast.h"
@@ -39,6 +40,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const char* op = "scaled_dot_product_attention";
   const Tensor q = autocast(op, q_in), k = autocast(op, k_in), v = autocast(op, v_in);
   check_shapes(q, k, v, op);
+  monitor::OpScope scope(op, {q, k, v});
   scale = resolved_scale(q, scale);
   cpu::AttentionForward f = cpu::attention_forward(q, k, v, causal, scale);
   record(op, {q, k, v}, {f.out},
@@ -47,6 +49,17 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
            cpu::AttentionGrads d = cpu::attention_backward(g[0], q, k, v, out, lse, causal, scale);
            return Grads{d.dq, d.dk, d.dv};
          });
+  if (scope.active()) {
+    // The kernel skips the keys a causal row cannot see, so only visible (query, key) pairs count:
+    // 2·D for q·k and 2·Dv for p·v each (4·B·H·Tq·Tk·D when D = Dv, without a mask). The backward
+    // recomputes q·k and forms dv, dp, dq, dk: 6·D + 4·Dv per pair.
+    const int64_t Tq = q.size(-2), Tk = k.size(-2), D = q.size(-1), Dv = v.size(-1);
+    double pairs = 0;
+    for (int64_t i = 0; i < Tq; ++i) pairs += causal ? std::clamp<int64_t>(i + Tk - Tq + 1, 0, Tk) : Tk;
+    pairs *= Tq * D > 0 ? static_cast<double>(q.numel() / (Tq * D)) : 0;
+    scope.set_cost(pairs * (2 * D + 2 * Dv), monitor::bytes_of({q, k, v, f.out}));
+    autograd::set_backward_cost(f.out, pairs * (6 * D + 4 * Dv), monitor::bytes_of({q, k, v, f.out, f.lse}));
+  }
   return f.out;
 }
 

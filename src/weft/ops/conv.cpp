@@ -3,6 +3,7 @@
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/conv.h"
 #include "weft/kernels/cpu/reduce.h"
+#include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
 namespace weft {
@@ -14,6 +15,7 @@ using Grads = std::vector<Tensor>;
 // comes free with grad weight from oneDNN, and costs one reduction when it is the only one wanted.
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& options) {
   const Tensor x = autocast("conv2d", x_in), weight = autocast("conv2d", weight_in), bias = autocast("conv2d", bias_in);
+  monitor::OpScope scope("conv2d", {x, weight, bias});
   cpu::Conv2dParams p{options.stride, options.padding, options.dilation, options.groups};
   Tensor out = cpu::conv2d(x, weight, bias, p);
   record("conv2d", {x, weight, bias}, {out}, [x, weight, bias, p](const Grads& g) {
@@ -29,6 +31,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     }
     return Grads{gx, gw, gb};
   });
+  if (scope.active()) {  // 2·N·Cout·Hout·Wout·(Cin/groups)·kh·kw, + the bias; backward the same per gradient
+    const double macs = static_cast<double>(out.numel()) * static_cast<double>(weight.numel() / weight.shape()[0]);
+    scope.set_cost(2 * macs + (bias.defined() ? out.numel() : 0), monitor::bytes_of({x, weight, bias, out}));
+    const int grads = x.requires_grad() + weight.requires_grad();
+    autograd::set_backward_cost(out, 2 * macs * grads, monitor::bytes_of({x, weight}));
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "weft/autograd/node.h"
 #include "weft/core/convert.h"
 #include "weft/core/threads.h"
+#include "weft/monitor/profiler.h"
 
 namespace weft {
 
@@ -57,6 +58,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   WEFT_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be [num_embeddings, dim], got ",
              shape_str(weight.shape()));
   const int64_t V = weight.shape()[0], D = weight.shape()[1];
+  monitor::OpScope scope("embedding", {indices, weight});
   Tensor idx = indices.contiguous_untracked();
   const int64_t* pi = idx.data<int64_t>();
   const int64_t n = idx.numel();
@@ -73,6 +75,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   const size_t row_bytes = static_cast<size_t>(D) * weight.element_size();
 #pragma omp parallel for if (n * D >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * row_bytes, src + pi[i] * row_bytes, row_bytes);
+  if (scope.active()) scope.set_cost(0, monitor::bytes_of({indices, out, out}));  // the rows read, and written
   record("embedding", {indices, weight}, {out}, [idx, V, D](const Grads& g) {
     return Grads{Tensor(), embedding_backward(g[0], idx, V, D)};
   });

@@ -5,6 +5,7 @@
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/matmul.h"
 #include "weft/kernels/cpu/reduce.h"
+#include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
 namespace weft {
@@ -39,6 +40,7 @@ bool batch_is_ones(const Shape& shape) {
 // backward sums each gradient back over the dims its operand was broadcast along.
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = autocast("matmul", a_in), b = autocast("matmul", b_in);
+  monitor::OpScope scope("matmul", {a, b});
   WEFT_CHECK(a.defined() && b.defined(), ValueError, "matmul: undefined operand");
   WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both operands need at least 1 dim, got a ",
              shape_str(a.shape()), " and b ", shape_str(b.shape()));
@@ -72,6 +74,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
            }
            return Grads{ga, gb};
          });
+  if (scope.active()) {  // 2·M·N·K per batch: a multiply and an add per term; backward one such GEMM per gradient
+    const double flops = 2.0 * static_cast<double>(out2.numel()) * static_cast<double>(ka);
+    scope.set_cost(flops, monitor::bytes_of({a, b, out}));
+    autograd::set_backward_cost(out, flops * (need_a + need_b), need_b * a.nbytes() + need_a * b.nbytes());
+  }
   return out;
 }
 
@@ -80,6 +87,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // oneDNN in the same pass, so no copy of x or W and no second sweep over the output.
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   const Tensor x = autocast("linear", x_in), weight = autocast("linear", weight_in), bias = autocast("linear", bias_in);
+  monitor::OpScope scope("linear", {x, weight, bias});
   WEFT_CHECK(x.defined() && weight.defined(), ValueError, "linear: undefined input or weight");
   WEFT_CHECK(x.dim() >= 1 && weight.dim() == 2, ShapeError, "linear: expected x [..., in] and weight [out, in], got x ",
              shape_str(x.shape()), " and weight ", shape_str(weight.shape()));
@@ -110,6 +118,13 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
            }
            return Grads{gx, gw, gb};
          });
+  if (scope.active()) {  // 2·rows·in·out, + rows·out for the bias; backward a GEMM per gradient, a sum for the bias
+    const double gemm = 2.0 * static_cast<double>(x2.shape()[0]) * static_cast<double>(in * out_features);
+    const double bias_adds = bias.defined() ? static_cast<double>(out.numel()) : 0;
+    scope.set_cost(gemm + bias_adds, monitor::bytes_of({x, weight, bias, out}));
+    autograd::set_backward_cost(out, gemm * (need_x + need_w) + (need_b ? bias_adds : 0),
+                                need_w * x.nbytes() + need_x * weight.nbytes());
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include "weft/kernels/cpu/elementwise.h"
 #include "weft/kernels/cpu/reduce.h"
 #include "weft/kernels/cpu/softmax.h"
+#include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
 namespace weft {
@@ -20,6 +21,7 @@ using Grads = std::vector<Tensor>;
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
   const Tensor logits = autocast("cross_entropy", logits_in);
+  monitor::OpScope scope("cross_entropy", {logits, target});
   WEFT_CHECK(label_smoothing >= 0 && label_smoothing <= 1, ValueError,
              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   cpu::CrossEntropyForward f = cpu::cross_entropy_forward(logits, target, ignore_index, label_smoothing);
@@ -36,6 +38,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction re
     }
     out = Tensor::scalar(total, logits.dtype());
   }
+  if (scope.active())  // as log_softmax: max, sub, exp, sum, sub per logit
+    scope.set_cost(5.0 * logits.numel(), monitor::bytes_of({logits, target, f.lse, out}));
   record("cross_entropy", {logits, target}, {out},
          [logits = logits.detach(), target, lse = f.lse, scale, ignore_index, label_smoothing](const Grads& g) {
            return Grads{cpu::cross_entropy_backward(g[0], scale, logits, target, lse, ignore_index, label_smoothing),
@@ -52,6 +56,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
              " must have exactly the same shape (no broadcasting; reshape one if that was intended)");
   WEFT_CHECK(input.dtype() == target.dtype(), DTypeError, "mse_loss: input is ", dtype_name(input.dtype()),
              " but target is ", dtype_name(target.dtype()));
+  monitor::OpScope scope("mse_loss", {input, target});
   Tensor diff = cpu::binary(Binary::sub, input, target);
   Tensor out = cpu::unary(Unary::square, diff);
   // d/d input = 2 (input - target) g, divided by the element count for the mean.
@@ -62,6 +67,8 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
     out = cpu::mul(out, 1.0 / n);
     scale /= n;
   }
+  if (scope.active())  // sub, square, sum per element
+    scope.set_cost(3.0 * input.numel(), monitor::bytes_of({input, target, diff, diff, out}));
   record("mse_loss", {input, target}, {out},
          [diff, scale, need_input = input.requires_grad(), need_target = target.requires_grad()](const Grads& g) {
            Tensor grad = cpu::mul(cpu::mul(diff, g[0]), scale);

@@ -2,6 +2,7 @@
 
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/norm.h"
+#include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
 namespace weft {
@@ -10,6 +11,9 @@ using autograd::record;
 using Grads = std::vector<Tensor>;
 
 namespace {
+
+// For the profiler: a sum and a sum of squares (2 + 2), then (x - mean) * rstd * w + b (4).
+constexpr double kNormFlopsPerElement = 8;
 
 // What a normalisation's backward keeps: x and weight detached (it reads only their values),
 // the statistics, and which parameter gradients to form, in which shapes (the kernels return
@@ -56,7 +60,9 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   for (auto [p, name] : {std::pair<const Tensor*, const char*>{&weight, "weight"}, {&bias, "bias"}})
     WEFT_CHECK(!p->defined() || p->shape() == normalized_shape, ShapeError, "layer_norm: ", name, " has shape ",
                shape_str(p->shape()), " but normalized_shape is ", shape_str(normalized_shape));
+  monitor::OpScope scope("layer_norm", {x, weight, bias});
   cpu::NormForward f = cpu::layer_norm(x, numel(normalized_shape), weight, bias, eps);
+  if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
   record("layer_norm", {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f)](const Grads& g) {
     return to_grads(cpu::layer_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, s.need_dweight, s.need_dbias), s);
   });
@@ -71,7 +77,9 @@ Tensor batch_norm(const Tensor& x_in, Tensor running_mean, Tensor running_var, c
   const Tensor x = autocast("batch_norm", x_in), weight = autocast("batch_norm", weight_in),
                bias = autocast("batch_norm", bias_in);
   const bool use_batch_stats = training || !running_mean.defined();
+  monitor::OpScope scope("batch_norm", {x, weight, bias});
   cpu::NormForward f = cpu::batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
+  if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
   record("batch_norm", {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f), use_batch_stats](const Grads& g) {
     return to_grads(cpu::batch_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, use_batch_stats, s.need_dweight,
                                              s.need_dbias),

@@ -3,6 +3,7 @@
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/pool.h"
+#include "weft/monitor/profiler.h"
 
 namespace weft {
 
@@ -16,10 +17,17 @@ static cpu::Pool2dParams params(const Pool2dOptions& o) {
   return p;
 }
 
+// For the profiler: one comparison or addition per window element per output.
+static double window_flops(const Tensor& out, const cpu::Pool2dParams& p) {
+  return static_cast<double>(out.numel()) * static_cast<double>(p.kernel[0] * p.kernel[1]);
+}
+
 // The workspace (which input won each window) is only kept when a backward will read it.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   cpu::Pool2dParams p = params(options);
+  monitor::OpScope scope("max_pool2d", {x});
   cpu::MaxPool2dResult r = cpu::max_pool2d(x, p, is_grad_enabled() && x.requires_grad());
+  if (scope.active()) scope.set_cost(window_flops(r.out, p), monitor::bytes_of({x, r.out}));
   record("max_pool2d", {x}, {r.out}, [shape = x.shape(), workspace = r.workspace, p](const Grads& g) {
     return Grads{cpu::max_pool2d_backward(g[0], workspace, shape, p)};
   });
@@ -28,7 +36,9 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
   cpu::Pool2dParams p = params(options);
+  monitor::OpScope scope("avg_pool2d", {x});
   Tensor out = cpu::avg_pool2d(x, p);
+  if (scope.active()) scope.set_cost(window_flops(out, p), monitor::bytes_of({x, out}));
   record("avg_pool2d", {x}, {out}, [shape = x.shape(), p](const Grads& g) {
     return Grads{cpu::avg_pool2d_backward(g[0], shape, p)};
   });
@@ -36,7 +46,9 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+  monitor::OpScope scope("adaptive_avg_pool2d", {x});
   Tensor out = cpu::adaptive_avg_pool2d(x, output_size);
+  if (scope.active()) scope.set_cost(x.numel(), monitor::bytes_of({x, out}));  // each input added once
   record("adaptive_avg_pool2d", {x}, {out}, [shape = x.shape()](const Grads& g) {
     return Grads{cpu::adaptive_avg_pool2d_backward(g[0], shape)};
   });

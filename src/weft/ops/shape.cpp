@@ -5,15 +5,18 @@
 
 #include "weft/autograd/node.h"
 #include "weft/kernels/cpu/reduce.h"
+#include "weft/monitor/profiler.h"
 
 namespace weft {
 
 using autograd::record;
 
-// A view of x whose backward is `to_input(grad)`.
+// A view of x whose backward is `to_input(grad)`. Views move no bytes and do no arithmetic; their
+// scopes show where a model reshapes.
 template <typename ToInput>
 static Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset,
                         const char* name, ToInput to_input) {
+  monitor::OpScope scope(name, {x});
   Tensor out = x.as_strided(shape, strides, offset);
   record(name, {x}, {out}, [to_input](const std::vector<Tensor>& g) { return std::vector<Tensor>{to_input(g[0])}; });
   return out;
@@ -224,14 +227,18 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
+  monitor::OpScope scope("clone", {*this});
   Tensor out = Tensor::empty(shape(), dtype()).copy_(*this);
+  if (scope.active()) scope.set_cost(0, monitor::bytes_of({*this, out}));
   record("clone", {*this}, {out}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  monitor::OpScope scope("to", {*this});
   Tensor out = Tensor::empty(shape(), target).copy_(*this);
+  if (scope.active()) scope.set_cost(0, monitor::bytes_of({*this, out}));
   DType source = dtype();
   if (is_floating(target) && is_floating(source))
     record("to", {*this}, {out}, [source](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(source)}; });
@@ -263,7 +270,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
     sizes.push_back(t.shape()[dim]);
     shape[dim] += t.shape()[dim];
   }
+  monitor::OpScope scope("cat", tensors);
   Tensor out = Tensor::empty(shape, tensors[0].dtype());
+  if (scope.active()) scope.set_cost(0, 2 * monitor::bytes_of({out}));
   int64_t start = 0;
   for (const Tensor& t : tensors) {
     out.as_strided(t.shape(), out.strides(), start * out.strides()[dim]).copy_(t);

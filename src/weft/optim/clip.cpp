@@ -8,6 +8,7 @@
 #include "weft/core/convert.h"
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu/elementwise.h"
+#include "weft/monitor/profiler.h"
 
 namespace weft::optim {
 
@@ -57,6 +58,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   for (const Tensor& p : params)
     if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0;
+  monitor::OpScope scope("clip_grad_norm", grads);
 
   double total = 0;
   if (std::isinf(norm_type)) {
@@ -73,6 +75,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   if (!(coef >= 1)) {  // also scales by a NaN factor, as PyTorch does
     NoGradGuard no_grad;
     for (Tensor& g : grads) cpu::binary_(cpu::Binary::mul, g, Tensor::scalar(coef, g.dtype()));
+  }
+  if (scope.active()) {  // |x|^p and a sum per element, read once; scaling reads and writes once more
+    const bool scaled = !(coef >= 1);
+    double n = 0;
+    for (const Tensor& g : grads) n += static_cast<double>(g.numel());
+    scope.set_cost((2.0 + scaled) * n, (1.0 + 2.0 * scaled) * monitor::bytes_of(grads));
   }
   return total;
 }

@@ -1,0 +1,360 @@
+#include "weft/monitor/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "weft/core/random.h"
+#include "weft/nn/models.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/conv.h"
+#include "weft/ops/linear.h"
+#include "weft/ops/loss.h"
+#include "weft/ops/reduce.h"
+#include "weft/optim/adam.h"
+
+using namespace weft;
+using monitor::Profiler;
+using monitor::ScopeKind;
+
+namespace {
+
+std::vector<Profiler::Event> named(const Profiler& p, const std::string& name) {
+  std::vector<Profiler::Event> out;
+  for (const Profiler::Event& e : p.events())
+    if (e.name == name) out.push_back(e);
+  return out;
+}
+
+// Counts what it is told, to check the seam itself.
+struct CountingObserver : monitor::Observer {
+  int begins = 0, ends = 0;
+  uint64_t begin(ScopeKind, std::string_view, monitor::OpInputs) override { return ++begins; }
+  void end(uint64_t, double, double) override { ++ends; }
+  void end_innermost(ScopeKind) override { ++ends; }
+};
+
+// One MLP training step in the trainer's phases: step { forward, backward, optimizer }.
+struct MlpStep {
+  std::shared_ptr<nn::Sequential> model = nn::make_mlp();
+  optim::AdamW optimizer{model->parameters()};
+  Tensor x, y;
+  explicit MlpStep(int64_t batch) {
+    Generator gen(0);
+    x = Tensor::randn({batch, 1, 28, 28}, gen);
+    std::vector<double> labels(batch);
+    for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<double>(i % 10);
+    y = Tensor::from_vector(labels, {batch}, DType::i64);
+  }
+  void run() {
+    monitor::PhaseScope step("step");
+    Tensor loss;
+    {
+      monitor::PhaseScope phase("forward");
+      loss = cross_entropy((*model)(x), y);
+    }
+    {
+      monitor::PhaseScope phase("backward");
+      loss.backward();
+    }
+    monitor::PhaseScope phase("optimizer");
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+};
+
+}  // namespace
+
+TEST(Profiler, NothingIsRecordedWithoutAnObserver) {
+  Profiler profiler;
+  ASSERT_EQ(monitor::observer(), nullptr);
+  Tensor a = Tensor::ones({4, 4}).requires_grad_(true);
+  sum(matmul(a, a), {}, false).backward();
+  EXPECT_TRUE(profiler.events().empty());
+
+  CountingObserver counter;
+  monitor::attach(&counter);
+  sum(matmul(a, a), {}, false).backward();
+  monitor::attach(nullptr);
+  EXPECT_GT(counter.begins, 0);
+  EXPECT_EQ(counter.begins, counter.ends);
+  const int seen = counter.begins;
+  sum(matmul(a, a), {}, false).backward();
+  EXPECT_EQ(counter.begins, seen);
+}
+
+TEST(Profiler, OnlyOneObserverAtATime) {
+  Profiler first, second;
+  first.start();
+  EXPECT_THROW(second.start(), ValueError);
+  first.stop();
+  second.start();
+  EXPECT_TRUE(second.running());
+  second.stop();
+  EXPECT_EQ(monitor::observer(), nullptr);
+}
+
+TEST(Profiler, MatmulFlopsAreTwoMNK) {
+  const int64_t m = 3, k = 5, n = 7;
+  Tensor a = Tensor::ones({m, k}), b = Tensor::ones({k, n});
+  Profiler profiler;
+  profiler.start();
+  matmul(a, b);
+  profiler.stop();
+  auto events = named(profiler, "matmul");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].flops, 2.0 * m * n * k);
+  EXPECT_EQ(events[0].bytes, 4.0 * (m * k + k * n + m * n));
+  EXPECT_EQ(events[0].inputs.shapes, (std::vector<Shape>{{m, k}, {k, n}}));
+  EXPECT_EQ(events[0].inputs.dtype, DType::f32);
+  EXPECT_EQ(events[0].kind, ScopeKind::op);
+}
+
+TEST(Profiler, BatchedMatmulCountsEveryBatch) {
+  Tensor a = Tensor::ones({2, 3, 4, 5}), b = Tensor::ones({5, 6});
+  Profiler profiler;
+  profiler.start();
+  matmul(a, b);
+  profiler.stop();
+  EXPECT_EQ(named(profiler, "matmul").at(0).flops, 2.0 * (2 * 3 * 4) * 6 * 5);
+}
+
+// linear: 2·rows·in·out for the GEMM plus one add per output element for the bias.
+TEST(Profiler, LinearFlopsCountTheGemmAndTheBias) {
+  const int64_t rows = 4, in = 6, out = 3;
+  Tensor x = Tensor::ones({2, 2, in}), w = Tensor::ones({out, in}), b = Tensor::ones({out});
+  Profiler profiler;
+  profiler.start();
+  linear(x, w, b);
+  linear(x, w, {});
+  profiler.stop();
+  auto events = named(profiler, "linear");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].flops, 2.0 * rows * in * out + rows * out);
+  EXPECT_EQ(events[1].flops, 2.0 * rows * in * out);
+}
+
+TEST(Profiler, ConvFlopsCountEveryWindowPerGroup) {
+  Tensor x = Tensor::ones({2, 4, 8, 8}), w = Tensor::ones({6, 2, 3, 3}), b = Tensor::ones({6});
+  Conv2dOptions options;
+  options.padding = {1, 1};
+  options.groups = 2;
+  Profiler profiler;
+  profiler.start();
+  Tensor out = conv2d(x, w, b, options);
+  profiler.stop();
+  ASSERT_EQ(out.shape(), (Shape{2, 6, 8, 8}));
+  // 2·N·Cout·Hout·Wout·(Cin/groups)·kh·kw, plus the bias.
+  EXPECT_EQ(named(profiler, "conv2d").at(0).flops, 2.0 * 2 * 6 * 8 * 8 * 2 * 3 * 3 + 2 * 6 * 8 * 8);
+}
+
+TEST(Profiler, BackwardScopesCarryTheGradientGemms) {
+  const int64_t m = 8, k = 16, n = 4;
+  Generator gen(1);
+  Tensor a = Tensor::randn({m, k}, gen).requires_grad_(true), b = Tensor::randn({k, n}, gen).requires_grad_(true);
+  Profiler profiler;
+  profiler.start();
+  sum(matmul(a, b), {}, false).backward();
+  profiler.stop();
+  auto backward = named(profiler, "matmul_backward");
+  ASSERT_EQ(backward.size(), 1u);
+  EXPECT_EQ(backward[0].kind, ScopeKind::backward);
+  EXPECT_EQ(backward[0].flops, 2 * (2.0 * m * n * k));  // one GEMM for each operand's gradient
+  EXPECT_EQ(backward[0].inputs.shapes, (std::vector<Shape>{{m, n}}));
+  EXPECT_EQ(named(profiler, "sum_backward").size(), 1u);
+  EXPECT_EQ(named(profiler, "accumulate_grad").size(), 2u);
+}
+
+TEST(Profiler, TrainingStepRecordsOpsInsidePhasesAndBackwardAndOptimizerScopes) {
+  MlpStep step(8);
+  Profiler profiler;
+  profiler.start();
+  step.run();
+  profiler.stop();
+  std::map<std::string, int> count;
+  std::map<std::string, int> depth;
+  for (const Profiler::Event& e : profiler.events()) {
+    ++count[e.name];
+    depth[e.name] = e.depth;
+  }
+  EXPECT_EQ(count["step"], 1);
+  EXPECT_EQ(count["linear"], 3);
+  EXPECT_EQ(count["linear_backward"], 3);
+  EXPECT_EQ(count["relu_backward"], 2);
+  EXPECT_EQ(count["adamw_step"], 6);
+  EXPECT_EQ(count["accumulate_grad"], 6);
+  EXPECT_EQ(depth["forward"], 1);
+  EXPECT_EQ(depth["linear"], 2);
+  EXPECT_EQ(depth["linear_backward"], 2);
+  EXPECT_EQ(depth["adamw_step"], 2);
+}
+
+// The Chrome trace event format: every event has ph, ts, pid, tid; complete events have dur and
+// nest properly per thread; the allocator is a counter track with timestamps.
+TEST(Profiler, TraceFollowsTheTraceEventFormat) {
+  MlpStep step(8);
+  Profiler profiler;
+  profiler.start();
+  monitor::begin_module("model");
+  step.run();
+  monitor::end_module();
+  profiler.stop();
+  const nlohmann::json trace = nlohmann::json::parse(profiler.trace().dump());
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  std::map<int64_t, std::vector<std::pair<double, double>>> spans;  // per tid, X events in file order
+  int counters = 0, metadata = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    for (const char* key : {"ph", "ts", "pid", "tid", "name"}) ASSERT_TRUE(e.contains(key)) << e.dump();
+    ASSERT_TRUE(e["ts"].is_number());
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      ASSERT_TRUE(e.contains("dur") && e["dur"].is_number() && e["dur"] >= 0) << e.dump();
+      spans[e["tid"]].push_back({e["ts"], e["ts"].get<double>() + e["dur"].get<double>()});
+    } else if (ph == "C") {
+      ++counters;
+      EXPECT_EQ(e["name"], "memory");
+      EXPECT_TRUE(e["args"].contains("allocated") && e["args"].contains("reserved"));
+    } else {
+      ASSERT_EQ(ph, "M");
+      ++metadata;
+    }
+  }
+  EXPECT_GT(counters, 1);
+  EXPECT_GE(metadata, 2);  // the process and the main thread
+  const double slack = 1e-3;  // µs: the rounding of ts + dur
+  for (auto& [tid, list] : spans) {
+    ASSERT_FALSE(list.empty());
+    std::vector<std::pair<double, double>> open;
+    for (const auto& [begin, end] : list) {
+      ASSERT_TRUE(open.empty() || begin + slack >= open.back().first) << "events out of order on tid " << tid;
+      while (!open.empty() && begin + slack >= open.back().second) open.pop_back();
+      ASSERT_TRUE(open.empty() || end <= open.back().second + slack)
+          << "an event [" << begin << ", " << end << "] overlaps its parent's end " << open.back().second;
+      open.push_back({begin, end});
+    }
+  }
+  // The op events carry their shapes, dtype, FLOPs and bytes.
+  bool found = false;
+  for (const auto& e : trace["traceEvents"])
+    if (e["name"] == "linear") {
+      EXPECT_EQ(e["cat"], "op");
+      EXPECT_EQ(e["args"]["dtype"], "f32");
+      EXPECT_EQ(e["args"]["shapes"][1], nlohmann::json({512, 784}));
+      EXPECT_GT(e["args"]["flops"].get<double>(), 0);
+      found = true;
+      break;
+    }
+  EXPECT_TRUE(found);
+}
+
+// A forward that throws never runs its module's post-hook: the enclosing scope closes the module
+// scope when it closes, so the trace stays nested, and later scopes are not misplaced inside it.
+TEST(Profiler, ModuleScopeLeftOpenByAThrowIsClosedByItsParent) {
+  Profiler profiler;
+  profiler.start();
+  try {
+    monitor::PhaseScope phase("forward");
+    monitor::begin_module("block");
+    monitor::begin_module("block.attn");
+    throw ValueError("forward failed");
+  } catch (const ValueError&) {
+  }
+  { monitor::PhaseScope phase("backward"); }
+  monitor::end_module();  // a stray post-hook: no module is open, nothing happens
+  profiler.stop();
+  auto events = profiler.events();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[1].name, "block");
+  EXPECT_TRUE(events[1].closed_by_parent);
+  EXPECT_TRUE(events[2].closed_by_parent);
+  EXPECT_EQ(events[1].end_ns, events[0].end_ns);
+  EXPECT_EQ(events[2].end_ns, events[0].end_ns);
+  EXPECT_EQ(events[3].name, "backward");
+  EXPECT_EQ(events[3].depth, 0);
+  EXPECT_FALSE(events[3].closed_by_parent);
+}
+
+TEST(Profiler, ModuleHooksNestOpsInsideTheModule) {
+  Tensor x = Tensor::ones({2, 3}), w = Tensor::ones({4, 3});
+  Profiler profiler;
+  profiler.start();
+  monitor::begin_module("fc");
+  linear(x, w, {});
+  monitor::end_module();
+  profiler.stop();
+  auto events = profiler.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, ScopeKind::module);
+  EXPECT_EQ(events[1].name, "linear");
+  EXPECT_EQ(events[1].depth, 1);
+  EXPECT_EQ(events[0].child_ns, events[1].end_ns - events[1].begin_ns);
+}
+
+TEST(Profiler, KeyAveragesJudgeOpsAgainstTheRoofline) {
+  Tensor a = Tensor::ones({64, 64}), b = Tensor::ones({64, 64});
+  Profiler profiler;
+  profiler.start();
+  {
+    monitor::PhaseScope step("step");
+    for (int i = 0; i < 3; ++i) matmul(a, b);
+    add(a, b);
+  }
+  profiler.stop();
+  const monitor::Roofline roofline{10, 10};  // ridge at 1 FLOP/byte
+  auto rows = profiler.key_averages(roofline);
+  ASSERT_EQ(rows.size(), 2u);
+  std::map<std::string, monitor::OpStats> by_name;
+  double shares = 0;
+  for (const auto& r : rows) {
+    by_name[r.name] = r;
+    shares += r.share;
+  }
+  const monitor::OpStats& mm = by_name.at("matmul");
+  EXPECT_EQ(mm.calls, 3);
+  EXPECT_EQ(mm.flops, 3 * 2.0 * 64 * 64 * 64);
+  EXPECT_NEAR(mm.intensity, 2.0 * 64 / (3 * 4), 1e-9);  // 2·n³ FLOPs over 3·n²·4 bytes
+  EXPECT_EQ(mm.bound, "compute");
+  EXPECT_EQ(by_name.at("add").bound, "memory");  // 1 FLOP per 12 bytes
+  EXPECT_NEAR(by_name.at("add").intensity, 1.0 / 12, 1e-12);
+  EXPECT_GT(shares, 0);
+  EXPECT_LE(shares, 1.0);
+  EXPECT_LE(mm.self_ms, mm.total_ms);
+  const std::string table = Profiler::table(rows, roofline);
+  EXPECT_NE(table.find("matmul"), std::string::npos);
+  EXPECT_NE(table.find("GFLOP/s"), std::string::npos);
+  EXPECT_NE(table.find("compute"), std::string::npos);
+  const nlohmann::json json = Profiler::to_json(rows);
+  EXPECT_EQ(json.size(), 2u);
+  EXPECT_EQ(json[0]["name"], rows[0].name);
+  // No roofline, no verdict.
+  EXPECT_EQ(Profiler::table(profiler.key_averages(), {}).find("compute"), std::string::npos);
+}
+
+// The phases account for the step, and the step scope for the wall-clock time around it. The step
+// does enough work (tens of ms) that the scopes' own cost is far below the tolerance.
+TEST(Profiler, ProfiledStepMatchesTheStepTime) {
+  MlpStep step(1024);
+  step.run();  // oneDNN primitives and the allocator's cache warm up unprofiled
+  Profiler profiler;
+  profiler.start();
+  const auto start = std::chrono::steady_clock::now();
+  step.run();
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  profiler.stop();
+  double step_ms = 0, phases_ms = 0;
+  for (const Profiler::Event& e : profiler.events()) {
+    const double ms = static_cast<double>(e.end_ns - e.begin_ns) / 1e6;
+    if (e.name == "step") step_ms = ms;
+    if (e.kind == ScopeKind::phase && e.depth == 1) phases_ms += ms;
+  }
+  ASSERT_GT(wall_ms, 5.0);
+  EXPECT_NEAR(profiler.step_ms(), step_ms, 1e-9);
+  EXPECT_NEAR(phases_ms / step_ms, 1.0, 0.03) << phases_ms << " ms in phases, step " << step_ms << " ms";
+  EXPECT_NEAR(step_ms / wall_ms, 1.0, 0.03) << step_ms << " ms in the step scope, " << wall_ms << " ms wall";
+  double op_self_ms = 0;
+  for (const auto& r : profiler.key_averages()) op_self_ms += r.self_ms;
+  EXPECT_LE(op_self_ms, step_ms);
+  EXPECT_GT(op_self_ms, 0.5 * step_ms);  // the ops, not the bookkeeping, take the step's time
+}
