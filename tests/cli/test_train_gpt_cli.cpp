@@ -33,6 +33,8 @@ TEST(TrainGptCli, RejectsFlagsOfAnotherModel) {
   expect_usage_error(weft_cli("train --model mlp --epochs 0"), "--epochs must be a positive number, got 0");
   expect_usage_error(weft_cli("train --model gpt --steps 0"), "--steps must be positive, got 0");
   expect_usage_error(weft_cli("train --optimizer lion"), "unknown optimizer 'lion'");
+  expect_usage_error(weft_cli("train --profile t.json --profile-steps 3"), "expected FIRST:LAST");
+  expect_usage_error(weft_cli("train --profile t.json --profile-steps 4:2"), "1 <= FIRST <= LAST, got 4:2");
   expect_usage_error(weft_cli("train --precision int8"), "--precision");
   expect_usage_error(weft_cli("train --model gpt --data /nonexistent/text"), "/nonexistent/text");
 }

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -134,6 +136,48 @@ TEST_F(TrainerTest, ClippingAppliesToTheClassifiers) {
   EXPECT_EQ(r.setup["clip_grad"], 1e-6);
   EXPECT_EQ(bytes_of("plain", "model.safetensors"), bytes_of("loose", "model.safetensors"));
   EXPECT_NE(bytes_of("plain", "model.safetensors"), bytes_of("tight", "model.safetensors"));
+}
+
+// --profile records the named steps: phases, module scopes from the model's forward hooks, ops;
+// the profiler's step scopes take the time the trainer's own clock measures over those steps.
+TEST_F(TrainerTest, ProfilesTheNamedStepsIntoATrace) {
+  TrainOptions o = small("profiled");
+  o.epochs = 1;
+  o.limit_train_batches = 4;
+  o.profile_trace = (dir_ / "trace.json").string();
+  o.profile_first_step = 2;
+  o.profile_last_step = 3;
+  std::ostringstream log;
+  TrainResult r = train(o, log, false);
+  EXPECT_TRUE(contains(log.str(), "profile of steps 2-3")) << log.str();
+  EXPECT_TRUE(contains(log.str(), "linear_backward")) << log.str();
+
+  std::ifstream in(o.profile_trace);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::map<std::string, int> phases;
+  std::set<std::string> modules;
+  double step_us = 0, phases_us = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    if (e.at("cat") == "module") modules.insert(e.at("name").get<std::string>());
+    if (e.at("cat") != "phase") continue;
+    const std::string name = e.at("name");
+    ++phases[name];
+    (name == "step" ? step_us : phases_us) += e.at("dur").get<double>();
+  }
+  EXPECT_EQ(phases["step"], 2);
+  EXPECT_EQ(phases["forward"], 2);
+  EXPECT_EQ(phases["backward"], 2);
+  EXPECT_EQ(phases["optimizer"], 2);
+  EXPECT_TRUE(modules.contains("mlp") && modules.contains("1") && modules.contains("5")) << trace.dump().substr(0, 500);
+  // Forward, backward and update are nearly all of a step: the rest is the batch hand-over and zero_grad.
+  EXPECT_GT(phases_us, 0.8 * step_us);
+  EXPECT_NEAR(r.profile.at("step_ms").get<double>(), r.profile.at("measured_step_ms").get<double>(),
+              0.03 * r.profile.at("measured_step_ms").get<double>());
+  EXPECT_NEAR(r.profile.at("step_ms").get<double>(), step_us / 1e3, 1e-3 * step_us);
+  bool saw_linear = false;
+  for (const nlohmann::json& op : r.profile.at("ops")) saw_linear |= op.at("name") == "linear" && op.at("calls") == 6;
+  EXPECT_TRUE(saw_linear) << r.profile.at("ops").dump();
 }
 
 // Whole epochs are no longer special: 1.5 epochs of 12 batches are 18 steps.

@@ -162,6 +162,23 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_option("--seed", o->seed)->capture_default_str();
   t->add_option("--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
   t->add_option("--prefetch", o->prefetch, "batches prepared ahead in the background")->capture_default_str();
+  t->add_option("--profile", o->profile_trace,
+                "record --profile-steps into this Chrome trace (Perfetto opens it) and print the top ops");
+  t->add_option_function<std::string>(
+      "--profile-steps",
+      [o](const std::string& range) {
+        const size_t colon = range.find(':');
+        try {
+          size_t used_first = 0, used_last = 0;
+          if (colon == std::string::npos) throw std::invalid_argument("no colon");
+          o->profile_first_step = std::stoll(range.substr(0, colon), &used_first);
+          o->profile_last_step = std::stoll(range.substr(colon + 1), &used_last);
+          if (used_first != colon || used_last != range.size() - colon - 1) throw std::invalid_argument("trailing");
+        } catch (const std::exception&) {
+          throw CLI::ValidationError("--profile-steps", "expected FIRST:LAST, two step numbers, got '" + range + "'");
+        }
+      },
+      "FIRST:LAST, counted from 1, both included (default 2:4)");
   t->add_flag("--json", *json, "print the result as one JSON object on the last line");
 
   std::vector<CLI::Option*> image_only = {

@@ -19,7 +19,7 @@ nlohmann::json TrainOptions::to_json() const {
                       {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)}, {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},
-                      {"threads", threads}};
+                      {"threads", threads}, {"profile_trace", profile_trace}};
   if (is_image_task()) {
     j["dataset"] = image.dataset;
     j["data_dir"] = image.data_dir;

@@ -71,6 +71,12 @@ struct TrainOptions {
   std::string out_dir;                // "": no checkpoint or logs
   std::string resume_dir;             // "": start fresh
 
+  // Profiling (docs/profiler.md): steps first..last (counted from 1, both included) are recorded
+  // into a Chrome trace at `profile_trace`, and a table of the ops is printed at the end. The
+  // default skips the first step, which warms caches and the allocator up.
+  std::string profile_trace;  // "": no profiling
+  int64_t profile_first_step = 2, profile_last_step = 4;
+
   // The machine.
   uint64_t seed = 0;
   int threads = 0;   // 0: leave weft's default

@@ -5,6 +5,7 @@
 #include "weft/autograd/autocast_mode.h"
 #include "weft/core/allocator.h"
 #include "weft/kernels/cpu/onednn.h"
+#include "weft/monitor/profiler.h"
 #include "weft/ops/arith.h"
 #include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
@@ -40,15 +41,21 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
   for (int64_t begin = 0; begin < samples; begin += micro_batch) {
     const int64_t length = std::min(micro_batch, samples - begin);
     Tensor targets = batch.targets.narrow(0, begin, length).reshape({-1});
-    Tensor logits, loss_sum;
+    Tensor logits, loss_sum, loss;
     {
-      AutocastGuard autocast(low_precision);
-      Tensor output = model(batch.inputs.narrow(0, begin, length));
-      logits = output.view({targets.numel(), output.size(-1)});
-      loss_sum = cross_entropy(logits, targets, Reduction::sum);
+      monitor::PhaseScope phase("forward");
+      {
+        AutocastGuard autocast(low_precision);
+        Tensor output = model(batch.inputs.narrow(0, begin, length));
+        logits = output.view({targets.numel(), output.size(-1)});
+        loss_sum = cross_entropy(logits, targets, Reduction::sum);
+      }
+      loss = mul(loss_sum, 1.0 / predictions);
     }
-    Tensor loss = mul(loss_sum, 1.0 / predictions);
-    (scaler ? scaler->scale(loss) : loss).backward();
+    {
+      monitor::PhaseScope phase("backward");
+      (scaler ? scaler->scale(loss) : loss).backward();
+    }
     tally.loss_sum += loss_sum.item();
     if (tally_correct) tally.correct += count_correct(logits, targets);
   }

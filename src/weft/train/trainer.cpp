@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -12,6 +13,8 @@
 #include "weft/core/random.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
+#include "weft/kernels/cpu/roofline.h"
+#include "weft/monitor/profiler.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/optim/adam.h"
@@ -54,6 +57,9 @@ void check_options(const TrainOptions& o, std::ostream& log) {
   WEFT_CHECK(o.log_every > 0, ValueError, "--log-every must be positive, got ", o.log_every);
   WEFT_CHECK(o.threads >= 0, ValueError, "--threads must not be negative, got ", o.threads);
   WEFT_CHECK(o.prefetch >= 0, ValueError, "--prefetch must not be negative, got ", o.prefetch);
+  WEFT_CHECK(o.profile_first_step >= 1 && o.profile_first_step <= o.profile_last_step, ValueError,
+             "--profile-steps must be FIRST:LAST with 1 <= FIRST <= LAST, got ", o.profile_first_step, ":",
+             o.profile_last_step);
   check_precision(o.precision, log);
 }
 
@@ -97,6 +103,67 @@ int64_t saved_planned_steps(const nlohmann::json& options, int64_t steps_per_epo
   return 0;
 }
 
+// Records the steps --profile-steps names: the profiler, and a module scope around every module's
+// forward through forward hooks registered from named_modules (the root under the model's name).
+class StepProfiler {
+ public:
+  StepProfiler(const TrainOptions& o, int64_t planned_steps, nn::Module& model)
+      : first_(std::min(o.profile_first_step, planned_steps)), last_(std::min(o.profile_last_step, planned_steps)) {
+    for (auto& [name, module] : model.named_modules()) {
+      names_.push_back(name.empty() ? o.model : name);
+      const char* scope = names_.back().c_str();
+      hooks_.push_back(module->register_forward_pre_hook([scope](nn::Module&, const Tensor&) -> std::optional<Tensor> {
+        monitor::begin_module(scope);
+        return std::nullopt;
+      }));
+      hooks_.push_back(module->register_forward_hook([](nn::Module&, const Tensor&, const Tensor&) -> std::optional<Tensor> {
+        monitor::end_module();
+        return std::nullopt;
+      }));
+    }
+  }
+  ~StepProfiler() {
+    for (RemovableHandle& hook : hooks_) hook.remove();
+  }
+  StepProfiler(const StepProfiler&) = delete;
+  StepProfiler& operator=(const StepProfiler&) = delete;
+
+  // Around step `step` (counted from 0): starts recording before the first profiled one and
+  // stops after the last.
+  bool covers(int64_t step) const { return step + 1 >= first_ && step + 1 <= last_; }
+  void before(int64_t step) {
+    if (covers(step) && !profiler_.running()) profiler_.start();
+  }
+  void after(int64_t step, double seconds) {
+    if (!covers(step)) return;
+    measured_s_ += seconds;
+    if (step + 1 == last_) profiler_.stop();
+  }
+
+  // Writes the trace, measures the machine's roofline and prints the top ops on `log`.
+  nlohmann::json finish(const std::string& trace, std::optional<DType> low_precision, std::ostream& log) {
+    profiler_.stop();
+    profiler_.write_trace(trace);
+    const cpu::RooflineFigures figures = cpu::measure_roofline();
+    const monitor::Roofline roofline = cpu::roofline_for(figures, low_precision.value_or(DType::f32));
+    const std::vector<monitor::OpStats> rows = profiler_.key_averages(roofline);
+    log << "profile of steps " << first_ << "-" << last_ << " (" << profiler_.step_ms() << " ms in the profiler's step "
+        << "scopes, " << 1e3 * measured_s_ << " ms by the trainer's clock), trace in " << trace << "\n"
+        << monitor::Profiler::table(rows, roofline);
+    return {{"trace", trace}, {"first_step", first_}, {"last_step", last_}, {"step_ms", profiler_.step_ms()},
+            {"measured_step_ms", 1e3 * measured_s_},
+            {"roofline", {{"peak_gflops", roofline.peak_gflops}, {"bandwidth_gbs", roofline.bandwidth_gbs}}},
+            {"ops", monitor::Profiler::to_json(rows)}};
+  }
+
+ private:
+  int64_t first_, last_;
+  monitor::Profiler profiler_;
+  std::deque<std::string> names_;  // a deque: the hooks keep pointers into it
+  std::vector<RemovableHandle> hooks_;
+  double measured_s_ = 0;
+};
+
 std::string fixed(double value, int decimals) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
@@ -119,6 +186,7 @@ nlohmann::json TrainResult::to_json() const {
                       {"batch_size", batch_size}, {"micro_batch", micro_batch}, {"skipped_steps", skipped_steps},
                       {"hit_time_limit", hit_time_limit}};
   if (loss_scale > 0) j["loss_scale"] = loss_scale;
+  if (!profile.is_null()) j["profile"] = profile;
   j.update(setup);
   j.update(task);
   j.update(evaluation);
@@ -257,6 +325,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     log << "\n";
   };
 
+  std::optional<StepProfiler> profiler;
+  if (!o.profile_trace.empty()) profiler.emplace(o, planned_steps, *model);
+
   CachingAllocator::cpu().reset_peak_stats();
   const Clock::time_point loop_start = Clock::now();
   double train_seconds = 0;
@@ -267,7 +338,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   std::string shown;  // the epoch's running loss (and accuracy), on the bar from the first step
   model->train();
   while (state.step < planned_steps) {
+    if (profiler) profiler->before(state.step);
     const Clock::time_point step_start = Clock::now();
+    std::optional<monitor::PhaseScope> step_scope(std::in_place, "step");
     const int64_t epoch = state.step / steps_per_epoch, batch_in_epoch = state.step % steps_per_epoch;
     if (!bar) loader.start_epoch(epoch, batch_in_epoch);
     std::optional<data::Batch> batch = loader.next();
@@ -283,13 +356,19 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     optim::set_scheduled_lr(*optimizer, *schedule, state.step);
     const StepTally tally = accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision,
                                             scaler_ptr, state.step, log, task->tallies_accuracy());
-    if (clip_grad > 0) {
-      if (scaler) scaler->unscale_(*optimizer);
-      optim::clip_grad_norm(model->parameters(), clip_grad);
+    {
+      monitor::PhaseScope phase("optimizer");
+      if (clip_grad > 0) {
+        if (scaler) scaler->unscale_(*optimizer);
+        optim::clip_grad_norm(model->parameters(), clip_grad);
+      }
+      apply_update(*optimizer, scaler_ptr, state.step + 1, log);
     }
+    step_scope.reset();
+    const double step_seconds = seconds_since(step_start);
+    if (profiler) profiler->after(state.step, step_seconds);
     ++state.step;
-    apply_update(*optimizer, scaler_ptr, state.step, log);
-    train_seconds += seconds_since(step_start);
+    train_seconds += step_seconds;
     result.items += items;
 
     window_loss += tally.loss_sum;
@@ -333,6 +412,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     }
   }
   evaluate();
+  if (profiler) result.profile = profiler->finish(o.profile_trace, low_precision, log);
 
   result.steps = state.step;
   result.micro_batch = micro_batch;

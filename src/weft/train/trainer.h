@@ -42,8 +42,12 @@ struct TrainResult {
   nlohmann::json task;        // what the task says of itself: {"layers": 4, "tokenizer": "byte"}
   nlohmann::json evaluation;  // the last evaluation: {"test_accuracy": 0.9, ...} or {"val_loss": 1.7, ...}
   std::string evaluation_line;
+  // With --profile: {"trace", "first_step", "last_step", "step_ms" (the profiler's step scopes),
+  // "measured_step_ms" (the trainer's clock over the same steps), "roofline", "ops" (key averages)}.
+  nlohmann::json profile;
 
-  // Every field above (setup, task and evaluation flattened in), as `weft train --json` prints it.
+  // Every field above (setup, task and evaluation flattened in; profile under "profile"), as
+  // `weft train --json` prints it.
   nlohmann::json to_json() const;
 };
 
