@@ -287,9 +287,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   result.batch_size = batch_size;
   result.items_name = task->items();
   result.task = task->describe();
-  result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule}, {"precision", amp::precision_name(o.precision)},
-                  {"grad_accum", o.grad_accum}, {"checkpoint_activations", o.checkpoint_activations},
-                  {"clip_grad", clip_grad}, {"seed", o.seed}, {"out", o.out_dir}};
+  result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule},
+                  {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
+                  {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
+                  {"out", o.out_dir}};
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
       << " samples, " << steps_per_epoch << " per epoch\n";
 
