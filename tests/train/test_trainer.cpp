@@ -180,6 +180,25 @@ TEST_F(TrainerTest, ProfilesTheNamedStepsIntoATrace) {
   EXPECT_TRUE(saw_linear) << r.profile.at("ops").dump();
 }
 
+// A loss that is no longer a number stops the run at that step, saving nothing over the last
+// checkpoint: plain SGD at a learning rate of 1e12 overflows the MLP's weights in a step or two.
+TEST_F(TrainerTest, ANonFiniteLossStopsTheRun) {
+  TrainOptions o = small("diverged");
+  o.optimizer = optim::OptimizerKind::sgd;
+  o.lr = 1e12;
+  o.eval_every = 1;
+  const std::string message = message_of<DivergedError>([&] { run(o); });
+  EXPECT_TRUE(contains(message, "not a finite number: training diverged")) << message;
+  EXPECT_TRUE(contains(message, "Try a lower --lr (this run: 1e+12)")) << message;
+  EXPECT_TRUE(contains(message, "The last checkpoint, of step ")) << message;
+  // The checkpoint it names is the last good one: it resumes, and its loss was finite.
+  std::ifstream metrics(fs::path(o.out_dir) / "metrics.jsonl");
+  std::string last;
+  for (std::string line; std::getline(metrics, line);) last = line;
+  EXPECT_TRUE(contains(last, "test/loss")) << last;
+  EXPECT_FALSE(contains(last, "NaN") || contains(last, "null")) << last;
+}
+
 // Whole epochs are no longer special: 1.5 epochs of 12 batches are 18 steps.
 TEST_F(TrainerTest, FractionalEpochsAreSteps) {
   TrainOptions o = small("half");

@@ -22,6 +22,8 @@ class OutOfMemoryError : public Error { using Error::Error; };
 class IOError : public Error { using Error::Error; };
 // A file whose content is malformed (wrong magic, truncated, inconsistent header).
 class FormatError : public Error { using Error::Error; };
+// Training whose loss stopped being a finite number: the message names the step and what to try.
+class DivergedError : public Error { using Error::Error; };
 
 // Concatenates anything streamable: str("expected ", a, ", got ", b).
 template <typename... Args>

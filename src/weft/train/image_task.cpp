@@ -82,7 +82,8 @@ class ImageTask : public Task {
     EvalResult r = evaluate_classifier(model, test_, batch_size);
     char line[96];
     std::snprintf(line, sizeof line, "test accuracy %.2f%% (loss %.4g)", 100 * r.accuracy, r.loss);
-    return {.scalars = {{"test/accuracy", r.accuracy}, {"test/loss", r.loss}},
+    return {.loss = r.loss,
+            .scalars = {{"test/accuracy", r.accuracy}, {"test/loss", r.loss}},
             .result = {{"test_accuracy", r.accuracy}, {"test_loss", r.loss}},
             .line = line};
   }

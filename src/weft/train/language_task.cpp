@@ -190,7 +190,8 @@ class LanguageTask : public Task {
   Evaluation evaluate(nn::Module& model, int64_t batch_size) const override {
     const double loss = validation_loss(model, *val_, batch_size, eval_windows_);
     const double bits_per_byte = loss * kBitsPerNat * tokens_per_byte_;
-    Evaluation e{.scalars = {{"val/loss", loss}},
+    Evaluation e{.loss = loss,
+                 .scalars = {{"val/loss", loss}},
                  .result = {{"val_loss", loss}, {"val_bits_per_byte", bits_per_byte},
                             {"unigram_bits_per_byte", unigram_bits_per_byte_}},
                  .line = str("validation loss ", loss, " nats/token")};

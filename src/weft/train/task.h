@@ -42,6 +42,7 @@ struct TaskDefaults {
 };
 
 struct Evaluation {
+  double loss = 0;         // mean cross-entropy on the held-out data: a non-finite one stops the run
   nlohmann::json scalars;  // for the metrics log: {"test/accuracy": 0.9, ...}
   nlohmann::json result;   // for the run's result: {"test_accuracy": 0.9, ...}
   std::string line;        // for a person: "test accuracy 90.25%, loss 0.27"

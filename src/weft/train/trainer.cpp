@@ -13,6 +13,7 @@
 #include "weft/core/random.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
+#include "weft/io/dir_lock.h"
 #include "weft/kernels/cpu/roofline.h"
 #include "weft/monitor/profiler.h"
 #include "weft/monitor/progress.h"
@@ -199,6 +200,15 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
 
+  // The output directory is ours before anything is read or written, for the whole run.
+  std::optional<io::DirectoryLock> out_lock;
+  if (!o.out_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(o.out_dir, error);
+    if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
+    out_lock.emplace(o.out_dir, str("weft train --model ", o.model));
+  }
+
   std::unique_ptr<Task> task = make_task(o, log);
   const TaskDefaults& d = task->defaults();
   const int64_t batch_size = o.batch_size.value_or(d.batch_size);
@@ -270,12 +280,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   const int64_t epochs = (planned_steps + steps_per_epoch - 1) / steps_per_epoch;
 
   std::optional<MetricsLog> metrics;
-  if (!o.out_dir.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(o.out_dir, error);
-    if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
-    metrics.emplace(o.out_dir, /*append=*/o.resume_dir == o.out_dir);
-  }
+  if (!o.out_dir.empty()) metrics.emplace(o.out_dir, /*append=*/o.resume_dir == o.out_dir);
   nlohmann::json saved_options = o.to_json();
   saved_options["planned_steps"] = planned_steps;
   saved_options["task"] = task->describe();
@@ -294,6 +299,19 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
       << " samples, " << steps_per_epoch << " per epoch\n";
 
+  // The last checkpoint: the one resumed from, then each one saved ("": none).
+  std::string saved_in = o.resume_dir;
+  int64_t saved_step = state.step;
+  // A loss that is no longer a number means the parameters are lost, and every later step and
+  // checkpoint would carry them: stop, saving nothing over the last checkpoint.
+  auto diverged = [&](const char* what, double loss, int64_t step) {
+    throw DivergedError(str(
+        "step ", step, ": ", what, " is ", loss, ", not a finite number: training diverged. ",
+        saved_in.empty() ? std::string("No checkpoint was saved")
+                         : str("The last checkpoint, of step ", saved_step, ", is kept in ", saved_in),
+        "; nothing was saved after it. Try a lower --lr (this run: ", lr, "), --clip-grad 1",
+        o.precision == amp::Precision::fp32 ? "" : ", or --precision fp32"));
+  };
   // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
   // the checkpoint.
   auto evaluate = [&] {
@@ -309,6 +327,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
             << eval_batch << "\n";
       }
     }
+    if (!std::isfinite(e.loss)) diverged("the evaluation loss", e.loss, state.step);
     result.evaluation = e.result;
     result.evaluation_line = e.line;
     log << "step " << state.step << ": " << e.line;
@@ -321,6 +340,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
       if (scaler) state.grad_scaler = scaler->state();
       save_checkpoint(o.out_dir, *model, task->model_name(), *optimizer, state, task->checkpoint_metadata());
       task->save_files(o.out_dir);
+      saved_in = o.out_dir;
+      saved_step = state.step;
       log << "; checkpoint in " << o.out_dir;
     }
     log << "\n";
@@ -357,6 +378,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     optim::set_scheduled_lr(*optimizer, *schedule, state.step);
     const StepTally tally = accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision,
                                             scaler_ptr, state.step, log, task->tallies_accuracy());
+    // fp16's loss scaler skips the steps whose loss or gradients overflow f16, and says when that
+    // persists.
+    if (!scaler && !std::isfinite(tally.loss_sum)) diverged("the training loss", tally.loss_sum, state.step + 1);
     {
       monitor::PhaseScope phase("optimizer");
       if (clip_grad > 0) {
