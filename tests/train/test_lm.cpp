@@ -32,7 +32,10 @@ class LMTest : public ::testing::Test {
   TrainOptions small(const std::string& out = "") const {
     TrainOptions o;
     o.model = "gpt";
-    o.text.gpt = {.layers = 2, .heads = 2, .dim = 32, .context = 16, .vocab = 0};
+    o.text.layers = 2;
+    o.text.heads = 2;
+    o.text.dim = 32;
+    o.text.context = 16;
     o.text.data = {corpus()};
     o.text.val_fraction = 0.1;
     o.batch_size = 8;
@@ -90,7 +93,8 @@ TEST_F(LMTest, ResumedRunEqualsAnUninterruptedOne) {
   TrainOptions rest = first;
   rest.resume_dir = rest.out_dir;
   rest.steps = 12;
-  rest.text.gpt = {.layers = 0, .heads = 0, .dim = 0, .context = 0, .vocab = 0};  // from the checkpoint
+  for (auto* size : {&rest.text.layers, &rest.text.heads, &rest.text.dim, &rest.text.context})
+    size->reset();  // the architecture from the checkpoint
   TrainResult r = run(rest);
   EXPECT_TRUE(contains(log_, "resumed from")) << log_;
   EXPECT_EQ(r.steps, 12);
@@ -140,7 +144,7 @@ TEST_F(LMTest, Bf16TrainsCloseToFp32) {
 TEST_F(LMTest, RandomDataNeedsNoTextAndHasNoBitsPerByte) {
   TrainOptions o = small();
   o.text.data = {"random"};
-  o.text.gpt.vocab = 1000;
+  o.text.vocab = 1000;
   o.steps = 3;
   o.text.eval_windows = 4;
   TrainResult r = run(o);
@@ -208,13 +212,13 @@ TEST_F(LMTest, SentencePieceTokenizerTravelsWithTheCheckpoint) {
 
 TEST_F(LMTest, RejectsBadOptionsAndData) {
   TrainOptions o = small();
-  o.text.gpt.vocab = 100;
+  o.text.vocab = 100;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--vocab 100 is smaller than the tokenizer's vocabulary of 256"));
   o = small();
   o.grad_accum = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--grad-accum 3 must be a positive divisor"));
   o = small();
-  o.text.gpt.heads = 3;
+  o.text.heads = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "must be a positive multiple of --heads 3"));
   o = small();
   std::ofstream(dir_.file("empty.txt")).flush();
@@ -225,7 +229,10 @@ TEST_F(LMTest, RejectsBadOptionsAndData) {
   o.text.data = {dir_.file("latin1.txt")};
   EXPECT_TRUE(contains(message_of<FormatError>([&] { run(o); }), "UTF-8"));
   o = small();
-  o.text.gpt.context = 4096;
+  o.text.context = 0;  // given, so checked: never swapped for the default
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--context must be positive, got 0"));
+  o = small();
+  o.text.context = 4096;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "context")) << "more context than the validation text";
 
   TrainOptions saved = small("arch");
@@ -233,7 +240,7 @@ TEST_F(LMTest, RejectsBadOptionsAndData) {
   run(saved);
   TrainOptions resumed = small();
   resumed.resume_dir = saved.out_dir;
-  resumed.text.gpt.layers = 3;
+  resumed.text.layers = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(resumed); }), "drop the architecture flags to resume"));
 }
 

@@ -103,8 +103,8 @@ void info(const std::string& path, bool json) {
 
 // A flag whose absence means "the task's default": set only when given.
 template <typename T>
-void optional_option(CLI::App* app, const std::string& name, std::optional<T>& target, const std::string& help) {
-  app->add_option_function<T>(name, [&target](const T& value) { target = value; }, help);
+CLI::Option* optional_option(CLI::App* app, const std::string& name, std::optional<T>& target, const std::string& help) {
+  return app->add_option_function<T>(name, [&target](const T& value) { target = value; }, help);
 }
 
 // A flag that takes one of a vocabulary's names (amp/precision.h, optim/kind.h); an unknown name
@@ -187,12 +187,12 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       t->add_option("--data-dir", o->image.data_dir, "IDX files, .gz or not")->capture_default_str()};
   train::TextOptions& text = o->text;
   std::vector<CLI::Option*> gpt_only = {
-      t->add_option("--layers", text.gpt.layers, "GPT: transformer blocks (default 4)"),
-      t->add_option("--heads", text.gpt.heads, "GPT: attention heads (default 4)"),
-      t->add_option("--dim", text.gpt.dim, "GPT: model width (default 128)"),
-      t->add_option("--context", text.gpt.context, "GPT: tokens per window (default 128)"),
-      t->add_option("--vocab", text.gpt.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
-      t->add_option("--dropout", text.gpt.dropout, "GPT: dropout probability")->capture_default_str(),
+      optional_option(t, "--layers", text.layers, "GPT: transformer blocks (default 4)"),
+      optional_option(t, "--heads", text.heads, "GPT: attention heads (default 4)"),
+      optional_option(t, "--dim", text.dim, "GPT: model width (default 128)"),
+      optional_option(t, "--context", text.context, "GPT: tokens per window (default 128)"),
+      optional_option(t, "--vocab", text.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
+      t->add_option("--dropout", text.dropout, "GPT: dropout probability")->capture_default_str(),
       t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)"),
       t->add_option("--data", text.data, "GPT: text files or directories (default: the fortunes), or random"),
       t->add_option("--val-fraction", text.val_fraction, "GPT: documents held out for validation")->capture_default_str(),

@@ -106,16 +106,16 @@ double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t
 
 // Each architecture field: the flag's, else the checkpoint's, else the default.
 nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<infer::SavedGPT>& saved, int64_t tokenizer_vocab) {
-  auto pick = [&](int64_t flag, int64_t nn::GPTConfig::*field, int64_t fallback) {
-    if (flag > 0) return flag;
+  auto pick = [&](const std::optional<int64_t>& flag, int64_t nn::GPTConfig::*field, int64_t fallback) {
+    if (flag) return *flag;
     return saved ? (*saved).config.*field : fallback;
   };
-  nn::GPTConfig c{.layers = pick(o.gpt.layers, &nn::GPTConfig::layers, kDefaultLayers),
-                  .heads = pick(o.gpt.heads, &nn::GPTConfig::heads, kDefaultHeads),
-                  .dim = pick(o.gpt.dim, &nn::GPTConfig::dim, kDefaultDim),
-                  .context = pick(o.gpt.context, &nn::GPTConfig::context, kDefaultContext),
-                  .vocab = pick(o.gpt.vocab, &nn::GPTConfig::vocab, tokenizer_vocab),
-                  .dropout = o.gpt.dropout};
+  nn::GPTConfig c{.layers = pick(o.layers, &nn::GPTConfig::layers, kDefaultLayers),
+                  .heads = pick(o.heads, &nn::GPTConfig::heads, kDefaultHeads),
+                  .dim = pick(o.dim, &nn::GPTConfig::dim, kDefaultDim),
+                  .context = pick(o.context, &nn::GPTConfig::context, kDefaultContext),
+                  .vocab = pick(o.vocab, &nn::GPTConfig::vocab, tokenizer_vocab),
+                  .dropout = o.dropout};
   c.check();
   if (saved) {
     const nn::GPTConfig& s = saved->config;

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/amp/precision.h"
-#include "weft/nn/gpt.h"
 #include "weft/optim/kind.h"
 
 namespace weft::train {
@@ -27,9 +26,10 @@ struct ImageOptions {
 
 // --model gpt: a GPT learning the next token of a text corpus (docs/gpt.md).
 struct TextOptions {
-  // The architecture. 0 means: from the checkpoint when resuming, otherwise 4 layers, 4 heads,
-  // width 128, context 128, and the tokenizer's vocabulary.
-  nn::GPTConfig gpt{.layers = 0, .heads = 0, .dim = 0, .context = 0, .vocab = 0};
+  // The architecture. Unset: the checkpoint's when resuming, otherwise 4 layers, 4 heads, width
+  // 128, context 128, and the tokenizer's vocabulary. A value given is checked as given.
+  std::optional<int64_t> layers, heads, dim, context, vocab;
+  double dropout = 0;
   std::string tokenizer;          // "byte" or a SentencePiece model file; "": the checkpoint's when resuming, else byte
   std::vector<std::string> data;  // text files or directories (default: the fortunes), or {"random"}
   double val_fraction = 0.05;     // of the documents
