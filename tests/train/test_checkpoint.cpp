@@ -7,6 +7,7 @@
 
 #include "../expect_error.h"
 #include "../temp_dir.h"
+#include "weft/io/checkpoint_dir.h"
 #include "weft/io/safetensors.h"
 #include "weft/nn/gpt.h"
 #include "weft/ops/reduce.h"
@@ -42,9 +43,12 @@ TrainerState at_step(int64_t step) {
   return state;
 }
 
-std::string optimizer_file(const testing::TempDir& dir) { return dir.file("optimizer.safetensors"); }
+// The current checkpoint's optimizer.safetensors, replaced in place by the tests that rewrite it.
+std::string optimizer_file(const testing::TempDir& dir) {
+  return io::current_checkpoint(dir.path()) + "/optimizer.safetensors";
+}
 
-// Writes DIR/optimizer.safetensors with `state` and the metadata checkpoints had before names.
+// Writes the checkpoint's optimizer.safetensors with `state` and the metadata checkpoints had before names.
 void save_positional(const testing::TempDir& dir, const std::map<std::string, Tensor>& state, int64_t step) {
   io::save_safetensors(optimizer_file(dir), {state.begin(), state.end()},
                        {{"weft.optimizer", "AdamW"}, {"weft.step", std::to_string(step)}});
