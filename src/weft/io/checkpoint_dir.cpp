@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "weft/core/error.h"
-#include "weft/io/atomic_file.h"
 #include "weft/io/fault.h"
 
 namespace weft::io {
@@ -50,6 +49,17 @@ void rename_over(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) fail("cannot rename " + from + " to", to, errno);
 }
 
+// Points `path` at `target` with one rename, so that readers see the old link or the new one.
+void replace_with_symlink(const std::string& path, const std::string& target) {
+  const fs::path temporary = fs::path(path).parent_path() / (kTemporary + fs::path(path).filename().string());
+  std::error_code error;
+  fs::remove(temporary, error);
+  if (should_fail("symlink", temporary.string())) fail("cannot create", temporary.string(), ENOSPC);
+  if (::symlink(target.c_str(), temporary.c_str()) != 0) fail("cannot create", temporary.string(), errno);
+  rename_over(temporary.string(), path);
+  sync(fs::path(path).parent_path().string(), /*directory=*/true);
+}
+
 // A temporary write_file_atomic leaves when killed: NAME.tmp.PID.N.
 bool is_atomic_file_temporary(const std::string& name) {
   static const std::regex pattern(R"(.*\.tmp\.[0-9]+\.[0-9]+)");
@@ -65,7 +75,7 @@ void remove_leftovers(const std::string& dir, const std::string& current) {
     const std::string name = entry.path().filename().string();
     const bool step_directory = name.rfind("step-", 0) == 0 && entry.is_directory(error) && !entry.is_symlink(error);
     const bool dangling_link = entry.is_symlink(error) && !fs::exists(entry.path(), error) &&
-                               fs::read_symlink(entry.path(), error).string().rfind("step-", 0) == 0;
+                               fs::read_symlink(entry.path(), error).string().rfind(kPointer, 0) == 0;
     if (name.rfind(kTemporary, 0) == 0 || is_atomic_file_temporary(name) || (step_directory && name != current) ||
         dangling_link)
       stale.push_back(entry.path());
@@ -114,19 +124,13 @@ std::string CheckpointWriter::commit() {
   committed_ = true;
   sync(dir_, /*directory=*/true);
 
-  const std::string pointer = name + "\n";
-  write_file_atomic((fs::path(dir_) / kPointer).string(),
-                    [&](std::FILE* f) { std::fwrite(pointer.data(), 1, pointer.size(), f); });
-
+  // The pointer, then the links through it: a link is replaced only to repair it (an older
+  // layout's file, or a link made by hand), as a correct one already follows the pointer.
+  replace_with_symlink((fs::path(dir_) / kPointer).string(), name);
   for (const std::string& file : files) {
-    const std::string link = (fs::path(dir_) / (kTemporary + file)).string();
-    const std::string target = (fs::path(name) / file).string();
-    fs::remove(link, error);
-    if (should_fail("symlink", link)) fail("cannot create", link, ENOSPC);
-    if (::symlink(target.c_str(), link.c_str()) != 0) fail("cannot create", link, errno);
-    rename_over(link, (fs::path(dir_) / file).string());
+    const fs::path link = fs::path(dir_) / file, target = fs::path(kPointer) / file;
+    if (fs::read_symlink(link, error) != target) replace_with_symlink(link.string(), target.string());
   }
-  sync(dir_, /*directory=*/true);
   remove_leftovers(dir_, name);
   return step_dir;
 }
@@ -134,15 +138,17 @@ std::string CheckpointWriter::commit() {
 std::string current_checkpoint(const std::string& dir) {
   const fs::path pointer = fs::path(dir) / kPointer;
   std::error_code error;
-  if (!fs::exists(pointer, error)) return dir;
-  std::string name = read_file(pointer.string());
-  if (!name.empty() && name.back() == '\n') name.pop_back();
+  const fs::file_status status = fs::symlink_status(pointer, error);
+  if (status.type() == fs::file_type::not_found) return dir;
+  WEFT_CHECK(status.type() == fs::file_type::symlink, FormatError, pointer.string(),
+             " should be a symlink to a step directory, but is not one; was it replaced by hand?");
+  const std::string name = fs::read_symlink(pointer, error).string();
   WEFT_CHECK(name.rfind("step-", 0) == 0 && name.find('/') == std::string::npos, FormatError, pointer.string(),
-             " should name a step directory (step-NNNNNNNN), but holds '", name.substr(0, 64),
-             "'; was it edited? Write the name of one of the step directories there to resume from it");
+             " should point to a step directory (step-NNNNNNNN), but points to '", name.substr(0, 64),
+             "'; point it to one of DIR's step directories to resume from that one");
   const fs::path step = fs::path(dir) / name;
   if (!fs::is_directory(step, error))
-    throw IOError(str(pointer.string(), " names ", name, ", but ", step.string(),
+    throw IOError(str(pointer.string(), " points to ", name, ", but ", step.string(),
                       " is not a directory; was it removed by hand?"));
   return step.string();
 }
