@@ -120,8 +120,9 @@ TEST(CheckpointDir, AFailureAtAnyOperationKeepsAWholeCheckpoint) {
     EXPECT_EQ(entries(dir.path()), (std::set<std::string>{"latest", "shard-0", "shard-1", "step-00000003"}))
         << "operation " << n;
   }
-  // mkdir; per file create, write, fsync, rename, fsync DIR, then fsync; fsync, rename, fsync;
-  // and the pointer's symlink, rename, fsync.
+  // The staging mkdir; per file, write_file_atomic's create, write, fsync, rename and directory
+  // fsync; commit's fsync of each file; the staging directory's fsync, its rename and DIR's
+  // fsync; the pointer's symlink, its rename and DIR's fsync.
   EXPECT_EQ(n - 1, 1 + 2 * 5 + 2 + 3 + 3) << "every write, fsync and rename of the save counts";
 }
 
