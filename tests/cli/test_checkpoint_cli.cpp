@@ -45,8 +45,9 @@ TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
     EXPECT_EQ(io::read_file(out + "/model.safetensors"), expected) << "killed at operation " << n;
     for (const auto& entry : fs::directory_iterator(out)) {
       const std::string name = entry.path().filename().string();
-      EXPECT_TRUE(!name.starts_with(".tmp") && !contains(name, ".tmp.") && (!name.starts_with("step-") || name == "step-00000004"))
-          << "killed at operation " << n << ", left " << name;
+      const bool leftover = name.starts_with(".tmp") || contains(name, ".tmp.") ||
+                            (name.starts_with("step-") && name != "step-00000004");
+      EXPECT_FALSE(leftover) << "killed at operation " << n << ", left " << name;
     }
   }
   EXPECT_GT(kills, 10) << "both saves' operations are reached";

@@ -40,7 +40,8 @@ void sync_directory_of(const std::string& path) {
 
 void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write) {
   const std::string temporary = temporary_path_for(path);
-  int fd = should_fail("create", temporary) ? (errno = ENOSPC, -1) : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  int fd = should_fail("create", temporary) ? (errno = ENOSPC, -1)
+                                            : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0)
     throw IOError(str("cannot write ", path, ": cannot create the temporary file ", temporary, ": ", std::strerror(errno)));
   std::FILE* file = ::fdopen(fd, "wb");

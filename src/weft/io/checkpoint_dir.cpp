@@ -91,7 +91,9 @@ std::string current_name(const std::string& dir) {
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(std::string dir, int64_t step)
-    : dir_(std::move(dir)), staging_((fs::path(dir_) / (kTemporary + step_name(step))).string()), name_(step_name(step)) {
+    : dir_(std::move(dir)),
+      staging_((fs::path(dir_) / (kTemporary + step_name(step))).string()),
+      name_(step_name(step)) {
   std::error_code error;
   fs::create_directories(dir_, error);
   if (error) throw IOError(str("cannot create checkpoint directory ", dir_, ": ", error.message()));
@@ -116,7 +118,8 @@ std::string CheckpointWriter::commit() {
   sync(staging_, /*directory=*/true);
 
   // Saving the step that is already current (a run resumed and saved at once) needs a new name:
-  // a directory cannot be renamed over a non-empty one, and the current one must stay until the pointer moves.
+  // a directory cannot be renamed over a non-empty one, and the current one must stay until the
+  // pointer moves.
   std::string name = name_;
   for (int n = 2; fs::exists(fs::path(dir_) / name, error); ++n) name = str(name_, "-", n);
   const std::string step_dir = (fs::path(dir_) / name).string();

@@ -44,7 +44,8 @@ bool should_fail(const char* what, const std::string& path) {
   const int64_t n = ++seen;
   if (fault_at.load(std::memory_order_relaxed) != n) return false;
   if (kill_mode) {
-    std::fprintf(stderr, "weft: injected kill at operation %lld (%s %s)\n", static_cast<long long>(n), what, path.c_str());
+    std::fprintf(stderr, "weft: injected kill at operation %lld (%s %s)\n", static_cast<long long>(n), what,
+                 path.c_str());
     ::kill(::getpid(), SIGKILL);
   }
   return true;

@@ -116,7 +116,8 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
 
   io::SafetensorsFile weights = io::load_safetensors(model_path(files));
   io::SafetensorsFile optimizer_file = io::load_safetensors(optimizer_path(files));
-  if (saved_step(weights, model_path(files)) != state.step || saved_step(optimizer_file, optimizer_path(files)) != state.step)
+  if (saved_step(weights, model_path(files)) != state.step ||
+      saved_step(optimizer_file, optimizer_path(files)) != state.step)
     throw FormatError(str("checkpoint ", dir, " is inconsistent: its files were saved at different steps "
                           "(a crash while saving?); resume from an earlier checkpoint"));
   nn::StateDict state_dict;

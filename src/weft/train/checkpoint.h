@@ -1,8 +1,8 @@
 // A training checkpoint: everything `weft train --resume DIR` needs to continue a run exactly
 // where it stopped. Each save is one atomic unit in the checkpoint directory DIR
-// (io/checkpoint_dir.h): its files go into a step directory that becomes current all at once, when
-// the symlink DIR/latest is replaced, so a save killed or out of disk at any point leaves the previous
-// checkpoint current and resumable, and the next save removes what it left.
+// (io/checkpoint_dir.h): its files go into a step directory that becomes current all at once,
+// when the symlink DIR/latest is replaced, so a save killed or out of disk at any point leaves
+// the previous checkpoint current and resumable, and the next save removes what it left.
 //
 //   DIR/latest                  -> step-00000040, the current checkpoint
 //   DIR/step-00000040/
@@ -14,8 +14,8 @@
 //     ...                       the task's own files (a GPT's tokenizer.model)
 //   DIR/model.safetensors, ...  -> latest/model.safetensors, ...: the current checkpoint's files
 //
-// Loading reads the step directory DIR/latest points to, or the files directly in DIR of a checkpoint
-// written before step directories. The files record the step they were saved at (safetensors
+// Loading reads the step directory DIR/latest points to, or the files directly in DIR of a
+// checkpoint written before step directories. The files record the step they were saved at (safetensors
 // metadata "weft.step" and trainer.json's "step"), and loading still refuses a set whose steps
 // disagree (such an older checkpoint torn by a crash between two renames, or files edited by hand).
 //
