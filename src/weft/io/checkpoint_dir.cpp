@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 #include <vector>
 
 #include "weft/core/error.h"
@@ -62,8 +61,12 @@ void replace_with_symlink(const std::string& path, const std::string& target) {
 
 // A temporary write_file_atomic leaves when killed: NAME.tmp.PID.N.
 bool is_atomic_file_temporary(const std::string& name) {
-  static const std::regex pattern(R"(.*\.tmp\.[0-9]+\.[0-9]+)");
-  return std::regex_match(name, pattern);
+  const size_t tmp = name.rfind(".tmp.");
+  if (tmp == std::string::npos) return false;
+  const std::string rest = name.substr(tmp + 5);  // PID.N
+  const size_t dot = rest.find('.');
+  auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+  return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
 }
 
 // Removes what earlier saves left in DIR; keeps the step directory `current` ("" when none).
