@@ -1,14 +1,22 @@
-// Training checkpoints (train/checkpoint.h): optimizer state is saved under the model's parameter
-// names, checkpoints keyed by position (written before) still resume to the same state, and a
-// name the model does not have is an error that says which.
+// Training checkpoints (train/checkpoint.h): a save that fails at any write, fsync or rename, or
+// on a full filesystem, leaves the previous checkpoint resuming to exactly its state; optimizer
+// state is saved under the model's parameter names, checkpoints keyed by position (written
+// before) still resume to the same state, and a name the model does not have is an error that
+// says which.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "../expect_error.h"
 #include "../temp_dir.h"
+#include "weft/io/checkpoint_dir.h"
+#include "weft/io/fault.h"
 #include "weft/io/safetensors.h"
 #include "weft/nn/gpt.h"
+#include "weft/core/random.h"
 #include "weft/ops/reduce.h"
 #include "weft/optim/adam.h"
 #include "weft/train/checkpoint.h"
@@ -42,9 +50,12 @@ TrainerState at_step(int64_t step) {
   return state;
 }
 
-std::string optimizer_file(const testing::TempDir& dir) { return dir.file("optimizer.safetensors"); }
+// The current checkpoint's optimizer.safetensors, replaced in place by the tests that rewrite it.
+std::string optimizer_file(const testing::TempDir& dir) {
+  return io::current_checkpoint(dir.path()) + "/optimizer.safetensors";
+}
 
-// Writes DIR/optimizer.safetensors with `state` and the metadata checkpoints had before names.
+// Writes the checkpoint's optimizer.safetensors with `state` and the metadata checkpoints had before names.
 void save_positional(const testing::TempDir& dir, const std::map<std::string, Tensor>& state, int64_t step) {
   io::save_safetensors(optimizer_file(dir), {state.begin(), state.end()},
                        {{"weft.optimizer", "AdamW"}, {"weft.step", std::to_string(step)}});
@@ -125,6 +136,121 @@ TEST(TrainCheckpoint, UnknownOrIncompleteParameterStateNamesTheParameter) {
   std::string missing = message_of<ValueError>([&] { load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer); });
   EXPECT_TRUE(contains(missing, "'h.0.mlp.c_fc.weight'")) << missing;
   EXPECT_TRUE(contains(missing, "exp_avg")) << missing;
+}
+
+void expect_same_weights(const nn::Module& a, const nn::Module& b) {
+  const auto pa = a.named_parameters(), pb = b.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].second.to_vector<float>(), pb[i].second.to_vector<float>()) << pa[i].first;
+}
+
+// The step `dir` resumes at, after checking that it resumes to exactly `before`'s state (step 2)
+// or `after`'s (step 3).
+int64_t expect_resumes_whole(const std::string& dir, const TrainedGpt& before, const TrainedGpt& after) {
+  TrainedGpt resumed;
+  const int64_t step = load_checkpoint(dir, resumed.model, "gpt", resumed.optimizer).step;
+  EXPECT_TRUE(step == 2 || step == 3) << step;
+  const TrainedGpt& expected = step == 2 ? before : after;
+  expect_same_weights(expected.model, resumed.model);
+  expect_same_state(expected.optimizer, resumed.optimizer);
+  return step;
+}
+
+std::set<std::string> entries(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.insert(entry.path().filename().string());
+  return names;
+}
+
+// DIR holds the current checkpoint and nothing else.
+void expect_one_checkpoint(const std::string& dir) {
+  const std::string current = std::filesystem::path(io::current_checkpoint(dir)).filename().string();
+  EXPECT_TRUE(current.starts_with("step-00000003")) << current;  // "step-00000003-2" when step 3 was already current
+  EXPECT_EQ(entries(dir), (std::set<std::string>{"latest", "model.safetensors", "optimizer.safetensors", "trainer.json",
+                                                 "tokenizer.model", current}));
+}
+
+// Two runs from the same seed: `before` at step 2, `after` one step further.
+struct BeforeAndAfter {
+  struct Seed {
+    Seed() { manual_seed(7); }
+  };
+  BeforeAndAfter() { after.step(); }
+  Seed seed_before;
+  TrainedGpt before;
+  Seed seed_after;
+  TrainedGpt after;
+};
+
+void write_tokenizer(const std::string& dir) { std::ofstream(dir + "/tokenizer.model") << "the task's own file"; }
+
+TEST(TrainCheckpoint, ASaveFailingAtAnyOperationLeavesTheLastOneResumable) {
+  BeforeAndAfter runs;
+  int64_t n = 1, kept_previous = 0;
+  for (;; ++n) {
+    testing::TempDir dir;
+    save_checkpoint(dir.path(), runs.before.model, "gpt", runs.before.optimizer, at_step(2), {}, write_tokenizer);
+    io::inject_fault_at(n);
+    bool failed = false;
+    try {
+      save_checkpoint(dir.path(), runs.after.model, "gpt", runs.after.optimizer, at_step(3), {}, write_tokenizer);
+    } catch (const IOError& e) {
+      failed = true;
+      EXPECT_TRUE(contains(e.what(), dir.path())) << "names the path: " << e.what();
+      EXPECT_TRUE(contains(e.what(), "No space left on device")) << e.what();
+    }
+    const int64_t seen = io::fault_points_seen();
+    io::inject_fault_at(0);
+    if (!failed) {
+      EXPECT_LT(seen, n) << "operation " << n << " was told to fail and the save passed";
+      break;
+    }
+    SCOPED_TRACE("failed at operation " + std::to_string(n));
+    kept_previous += expect_resumes_whole(dir.path(), runs.before, runs.after) == 2;
+
+    save_checkpoint(dir.path(), runs.after.model, "gpt", runs.after.optimizer, at_step(3), {}, write_tokenizer);
+    EXPECT_EQ(expect_resumes_whole(dir.path(), runs.before, runs.after), 3);
+    expect_one_checkpoint(dir.path());  // the next save removes what the failed one left
+  }
+  EXPECT_GT(n, 20) << "a save's writes, fsyncs and renames are all counted";
+  EXPECT_EQ(kept_previous, n - 2) << "only the directory's fsync follows the pointer's rename, the commit";
+}
+
+// A filesystem of 1 MiB (tmpfs, when this process may mount one) filled until the next save fits
+// only halfway.
+TEST(TrainCheckpoint, AFullDiskLeavesTheLastCheckpointResumable) {
+  testing::TempDir dir;
+  if (std::system(("mount -t tmpfs -o size=1m weft-test " + dir.path() + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  struct Unmount {
+    std::string path;
+    ~Unmount() { (void)std::system(("umount " + path).c_str()); }
+  } unmount{dir.path()};
+  const std::string checkpoint = dir.file("run");
+  BeforeAndAfter runs;
+  save_checkpoint(checkpoint, runs.before.model, "gpt", runs.before.optimizer, at_step(2), {}, write_tokenizer);
+  const auto space = std::filesystem::space(dir.path());
+  uintmax_t size = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(io::current_checkpoint(checkpoint)))
+    size += entry.file_size();
+  ASSERT_GT(space.available, size) << "the filesystem must hold more than one checkpoint for this test";
+  {
+    std::ofstream filler(dir.file("filler"), std::ios::binary);
+    filler << std::string(space.available - size / 2, 'x');
+  }
+
+  std::string message = testing::message_of<IOError>([&] {
+    save_checkpoint(checkpoint, runs.after.model, "gpt", runs.after.optimizer, at_step(3), {}, write_tokenizer);
+  });
+  EXPECT_TRUE(contains(message, checkpoint)) << message;
+  EXPECT_TRUE(contains(message, "No space left on device")) << message;
+  EXPECT_EQ(expect_resumes_whole(checkpoint, runs.before, runs.after), 2);
+
+  std::filesystem::remove(dir.file("filler"));
+  save_checkpoint(checkpoint, runs.after.model, "gpt", runs.after.optimizer, at_step(3), {}, write_tokenizer);
+  EXPECT_EQ(expect_resumes_whole(checkpoint, runs.before, runs.after), 3);
+  expect_one_checkpoint(checkpoint);
 }
 
 TEST(TrainCheckpoint, OptimizerOverForeignTensorsCannotBeSaved) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/io/atomic_file.h"
+#include "weft/io/checkpoint_dir.h"
 #include "weft/io/safetensors.h"
 
 namespace weft::infer {
@@ -28,7 +29,7 @@ std::string tokenizer_file(const std::string& dir) { return (fs::path(dir) / "to
 }  // namespace
 
 std::string model_file(const std::string& path) {
-  return fs::is_directory(path) ? (fs::path(path) / "model.safetensors").string() : path;
+  return fs::is_directory(path) ? (fs::path(io::current_checkpoint(path)) / "model.safetensors").string() : path;
 }
 
 const ImageDatasetInfo& image_dataset_info(const std::string& name) {
@@ -86,7 +87,10 @@ SavedGPT read_saved_gpt(const std::string& path) {
     throw ValueError(str(file, " does not hold a GPT (its weft.model is '",
                          model == header.metadata.end() ? "" : model->second, "')"));
   SavedGPT saved;
-  saved.dir = fs::is_directory(path) ? path : fs::path(path).parent_path().string();
+  // The directory the weights were read from: DIR/model.safetensors is a symlink into the current
+  // step directory, where the tokenizer saved with those weights sits.
+  const fs::path read = fs::is_symlink(file) ? fs::path(file).parent_path() / fs::read_symlink(file) : fs::path(file);
+  saved.dir = read.parent_path().string();
   try {
     nlohmann::json c = nlohmann::json::parse(header.metadata.at("weft.gpt"));
     saved.config = {.layers = c.at("layers"), .heads = c.at("heads"), .dim = c.at("dim"), .context = c.at("context"),

@@ -30,7 +30,8 @@ namespace weft::infer {
 
 using Metadata = std::map<std::string, std::string>;
 
-// A checkpoint directory → DIR/model.safetensors; anything else is taken as the file itself.
+// A checkpoint directory → its current checkpoint's model.safetensors (io/checkpoint_dir.h);
+// anything else is taken as the file itself.
 std::string model_file(const std::string& path);
 
 // The image data sets the classifiers train on. "fashion-mnist" | "mnist"; any other name is a
@@ -58,7 +59,7 @@ Metadata gpt_metadata(const nn::GPTConfig& config, const data::Tokenizer& tokeni
 struct SavedGPT {
   nn::GPTConfig config;
   std::string tokenizer;  // identity
-  std::string dir;        // where tokenizer.model sits
+  std::string dir;        // where tokenizer.model sits: the directory the weights were read from
 };
 SavedGPT read_saved_gpt(const std::string& path);
 // The tokenizer `spec` names ("byte" or a SentencePiece file), or for "" the checkpoint's own

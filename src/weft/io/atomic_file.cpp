@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "weft/core/error.h"
+#include "weft/io/fault.h"
 
 namespace weft::io {
 
@@ -27,7 +28,7 @@ void sync_directory_of(const std::string& path) {
   if (dir.empty()) dir = ".";
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw IOError(str("wrote ", path, " but cannot open its directory to sync it: ", std::strerror(errno)));
-  int rc = ::fsync(fd);
+  int rc = should_fail("fsync", dir.string()) ? (errno = ENOSPC, -1) : ::fsync(fd);
   int error = errno;
   ::close(fd);
   // Filesystems that cannot fsync a directory say EINVAL; the rename is as durable as they allow.
@@ -39,7 +40,8 @@ void sync_directory_of(const std::string& path) {
 
 void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write) {
   const std::string temporary = temporary_path_for(path);
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  int fd = should_fail("create", temporary) ? (errno = ENOSPC, -1)
+                                            : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0)
     throw IOError(str("cannot write ", path, ": cannot create the temporary file ", temporary, ": ", std::strerror(errno)));
   std::FILE* file = ::fdopen(fd, "wb");
@@ -67,8 +69,12 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
   // later call overwrote it, and EIO stands in when nothing set it.
   int error = 0;
   if (std::ferror(file)) error = errno != 0 ? errno : EIO;
-  else if (std::fflush(file) != 0 || ::fsync(::fileno(file)) != 0) error = errno;
+  else if (should_fail("write", temporary)) error = ENOSPC;
+  else if (std::fflush(file) != 0) error = errno;
+  else if (should_fail("fsync", temporary)) error = ENOSPC;
+  else if (::fsync(::fileno(file)) != 0) error = errno;
   if (std::fclose(file) != 0 && error == 0) error = errno;
+  if (error == 0 && should_fail("rename", path)) error = ENOSPC;
   if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
   if (error != 0) {
     ::unlink(temporary.c_str());

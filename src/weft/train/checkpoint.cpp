@@ -4,6 +4,7 @@
 #include <map>
 
 #include "weft/io/atomic_file.h"
+#include "weft/io/checkpoint_dir.h"
 #include "weft/io/safetensors.h"
 
 namespace weft::train {
@@ -46,20 +47,20 @@ int64_t saved_step(const io::SafetensorsFile& file, const std::string& path) {
 
 void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
                      const optim::Optimizer& optimizer, const TrainerState& state,
-                     const std::map<std::string, std::string>& model_metadata) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) throw IOError(str("cannot create checkpoint directory ", dir, ": ", error.message()));
+                     const std::map<std::string, std::string>& model_metadata,
+                     const std::function<void(const std::string&)>& save_files) {
+  io::CheckpointWriter checkpoint(dir, state.step);
+  const std::string& staging = checkpoint.staging();
   std::string step = std::to_string(state.step);
 
   nn::StateDict state_dict = model.state_dict();
   std::vector<std::pair<std::string, Tensor>> weights(state_dict.begin(), state_dict.end());
   std::map<std::string, std::string> metadata = model_metadata;
   metadata.insert({{"format", "pt"}, {"weft.model", model_name}, {"weft.step", step}});
-  io::save_safetensors(model_path(dir), weights, metadata);
+  io::save_safetensors(model_path(staging), weights, metadata);
 
   auto optimizer_state = optimizer.state_dict(parameter_names(model, optimizer));
-  io::save_safetensors(optimizer_path(dir), {optimizer_state.begin(), optimizer_state.end()},
+  io::save_safetensors(optimizer_path(staging), {optimizer_state.begin(), optimizer_state.end()},
                        {{"weft.optimizer", optimizer.name()}, {"weft.step", step}, {kOptimizerKeys, kKeyedByName}});
 
   nlohmann::json trainer = {{"epoch", state.epoch}, {"step", state.step}, {"model", model_name},
@@ -70,12 +71,15 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
                               {"skipped_steps", state.grad_scaler->skipped_steps},
                               {"overflows_at_minimum", state.grad_scaler->overflows_at_minimum}};
   std::string text = trainer.dump(2) + "\n";
-  io::write_file_atomic(trainer_path(dir), [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+  io::write_file_atomic(trainer_path(staging), [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+  if (save_files) save_files(staging);
+  checkpoint.commit();
 }
 
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              optim::Optimizer& optimizer) {
-  std::string path = trainer_path(dir);
+  const std::string files = io::current_checkpoint(dir);
+  std::string path = trainer_path(files);
   nlohmann::json trainer;
   try {
     trainer = nlohmann::json::parse(io::read_file(path));
@@ -110,9 +114,10 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
     throw FormatError(str(path, ": bad number (", e.what(), ")"));
   }
 
-  io::SafetensorsFile weights = io::load_safetensors(model_path(dir));
-  io::SafetensorsFile optimizer_file = io::load_safetensors(optimizer_path(dir));
-  if (saved_step(weights, model_path(dir)) != state.step || saved_step(optimizer_file, optimizer_path(dir)) != state.step)
+  io::SafetensorsFile weights = io::load_safetensors(model_path(files));
+  io::SafetensorsFile optimizer_file = io::load_safetensors(optimizer_path(files));
+  if (saved_step(weights, model_path(files)) != state.step ||
+      saved_step(optimizer_file, optimizer_path(files)) != state.step)
     throw FormatError(str("checkpoint ", dir, " is inconsistent: its files were saved at different steps "
                           "(a crash while saving?); resume from an earlier checkpoint"));
   nn::StateDict state_dict;
@@ -123,7 +128,7 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
   if (keys == optimizer_file.metadata.end()) {
     optimizer.load_state_dict(optimizer_state);  // positional: the parameter order has not changed since
   } else {
-    WEFT_CHECK(keys->second == kKeyedByName, FormatError, optimizer_path(dir), ": ", kOptimizerKeys, " is '",
+    WEFT_CHECK(keys->second == kKeyedByName, FormatError, optimizer_path(files), ": ", kOptimizerKeys, " is '",
                keys->second, "', expected '", kKeyedByName, "'; was it written by a newer weft?");
     optimizer.load_state_dict(optimizer_state, parameter_names(model, optimizer));
   }

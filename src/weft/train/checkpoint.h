@@ -1,16 +1,23 @@
 // A training checkpoint: everything `weft train --resume DIR` needs to continue a run exactly
-// where it stopped.
+// where it stopped. Each save is one atomic unit in the checkpoint directory DIR
+// (io/checkpoint_dir.h): its files go into a step directory that becomes current all at once,
+// when the symlink DIR/latest is replaced, so a save killed or out of disk at any point leaves
+// the previous checkpoint current and resumable, and the next save removes what it left.
 //
-//   DIR/model.safetensors      the weights (state-dict keys), readable by any safetensors reader
-//   DIR/optimizer.safetensors  the optimizer's per-parameter state, keyed by the model's parameter
-//                              names ("wte.weight.exp_avg", "wte.weight.step", ...; a tied
-//                              parameter once, under its first name)
-//   DIR/trainer.json           epoch, step, RNG state, the run's options, fp16's loss-scaler state
+//   DIR/latest                  -> step-00000040, the current checkpoint
+//   DIR/step-00000040/
+//     model.safetensors         the weights (state-dict keys), readable by any safetensors reader
+//     optimizer.safetensors     the optimizer's per-parameter state, keyed by the model's parameter
+//                               names ("wte.weight.exp_avg", "wte.weight.step", ...; a tied
+//                               parameter once, under its first name)
+//     trainer.json              epoch, step, RNG state, the run's options, fp16's loss-scaler state
+//     ...                       the task's own files (a GPT's tokenizer.model)
+//   DIR/model.safetensors, ...  -> latest/model.safetensors, ...: the current checkpoint's files
 //
-// Each file is written atomically (temporary file, fsync, rename), so a crash leaves every file
-// either old or new, never half-written. The three files record the step they were saved at
-// (safetensors metadata "weft.step" and trainer.json's "step"), and loading refuses a set whose
-// steps disagree (a crash between two renames) instead of resuming from mixed state.
+// Loading reads the step directory DIR/latest points to, or the files directly in DIR of a
+// checkpoint written before step directories. The files record the step they were saved at (safetensors
+// metadata "weft.step" and trainer.json's "step"), and loading still refuses a set whose steps
+// disagree (such an older checkpoint torn by a crash between two renames, or files edited by hand).
 //
 // Optimizer state keyed by name (metadata "weft.optimizer_keys": "parameter names") lets a
 // sharded checkpoint map it to whichever rank holds the parameter. Checkpoints written before
@@ -21,6 +28,7 @@
 #include <array>
 #include <optional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -40,10 +48,13 @@ struct TrainerState {
   std::optional<amp::GradScalerState> grad_scaler;  // fp16 runs
 };
 
-// `model_metadata` joins model.safetensors' metadata (what a reader needs to rebuild the model).
+// `model_metadata` joins model.safetensors' metadata (what a reader needs to rebuild the model);
+// `save_files`, when given, writes the task's own files into the directory it is passed, which
+// becomes part of the same checkpoint. IOError when the save fails; the previous checkpoint stays.
 void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
                      const optim::Optimizer& optimizer, const TrainerState& state,
-                     const std::map<std::string, std::string>& model_metadata = {});
+                     const std::map<std::string, std::string>& model_metadata = {},
+                     const std::function<void(const std::string& dir)>& save_files = {});
 // Loads weights and optimizer state in place and returns the trainer state. `model_name` must
 // match the one saved (ValueError otherwise); a missing or malformed file → IOError / FormatError.
 // Both save and load need every optimizer parameter to be one of the model's (ValueError).

@@ -338,8 +338,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
       state.rng = default_generator().state();
       state.options = saved_options;
       if (scaler) state.grad_scaler = scaler->state();
-      save_checkpoint(o.out_dir, *model, task->model_name(), *optimizer, state, task->checkpoint_metadata());
-      task->save_files(o.out_dir);
+      save_checkpoint(o.out_dir, *model, task->model_name(), *optimizer, state, task->checkpoint_metadata(),
+                      [&](const std::string& dir) { task->save_files(dir); });
       saved_in = o.out_dir;
       saved_step = state.step;
       log << "; checkpoint in " << o.out_dir;
