@@ -102,8 +102,14 @@ TEST_F(LMTest, ResumedRunEqualsAnUninterruptedOne) {
   EXPECT_EQ(weights_of(whole.out_dir), weights_of(rest.out_dir));
 }
 
+// Plain SGD's update is linear in the gradient, so the summation-order difference between one
+// batch and four micro-batches stays at f32 rounding times lr. (Adam divides by the gradient's
+// running RMS and magnifies that difference for gradients near zero to a visible fraction of lr:
+// up to 1.02e-5 was seen on a weight with AdamW, which would hide a real error of that size.)
 TEST_F(LMTest, GradientAccumulationAndCheckpointingKeepTheUpdate) {
   TrainOptions plain = small("plain");
+  plain.optimizer = optim::OptimizerKind::sgd;
+  plain.lr = 0.1;
   plain.steps = 4;
   const double loss = value(run(plain), "val_loss");
   TrainOptions accumulated = plain;
@@ -113,11 +119,11 @@ TEST_F(LMTest, GradientAccumulationAndCheckpointingKeepTheUpdate) {
   TrainResult r = run(accumulated);
   EXPECT_EQ(r.micro_batch, 2);
   EXPECT_NEAR(value(r, "val_loss"), loss, 1e-5);
-  // Adam divides by the gradient's running RMS, so a summation-order difference in a gradient
-  // near zero moves its weight by a visible fraction of lr (1e-2): 1e-5 is 0.1% of it.
   std::vector<float> a = weights_of(plain.out_dir), b = weights_of(accumulated.out_dir);
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << "weight " << i;
+  double largest = 0;
+  for (size_t i = 0; i < a.size(); ++i) largest = std::max(largest, std::abs(double(a[i]) - double(b[i])));
+  EXPECT_LT(largest, 1e-7);
 }
 
 // Momentum SGD and the step schedule are the trainer's, so the GPT has them too.
