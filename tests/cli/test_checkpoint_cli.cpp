@@ -1,20 +1,44 @@
 // `weft train` killed (SIGKILL, as kill -9) at a write, fsync or rename of a checkpoint save:
 // `--resume` from what is left finishes with the same weights as a run never killed, and the
-// save after the kill removes what the killed one left.
+// save after the kill removes what the killed one left. Its logs (metrics.jsonl, TensorBoard) hold
+// every step once, as the unkilled run's do.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "temp_dir.h"
+#include "weft/core/error.h"
 #include "weft/io/atomic_file.h"
+#include "weft/io/tensorboard.h"
 #include "weft_cli.h"
 
 namespace weft::testing {
 namespace {
 
 namespace fs = std::filesystem;
+
+// What a run's logs say, less timings and allocator bytes: each metrics.jsonl record's step and
+// losses, and each TensorBoard point's tag, step and value, as TensorBoard reads the directory.
+std::vector<std::string> logged(const std::string& dir) {
+  std::vector<std::string> records;
+  std::ifstream in(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    records.push_back(str("jsonl ", record["step"], " ", record.value("train/loss", 0.0), " ", record.value("val/loss", 0.0)));
+  }
+  std::vector<std::string> points;
+  for (const io::ScalarEvent& e : io::read_run_events(dir).scalars)
+    if (!e.tag.ends_with("_per_s") && !e.tag.starts_with("memory/")) points.push_back(str("event ", e.tag, " ", e.step, " ", e.value));
+  std::sort(points.begin(), points.end());
+  records.insert(records.end(), points.begin(), points.end());
+  return records;
+}
 
 TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
   TempDir dir;
@@ -24,10 +48,12 @@ TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
   }
   // Two checkpoints, at steps 2 and 4.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 4 "
-                            "--eval-every 2 --threads 1 --data " + dir.file("text.txt") + " --out ";
+                            "--eval-every 2 --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --out ";
   Outcome straight = weft_cli(train + dir.file("straight"));
   ASSERT_EQ(straight.status, 0) << straight.output;
   const std::string expected = io::read_file(dir.file("straight/model.safetensors"));
+  const std::vector<std::string> expected_log = logged(dir.file("straight"));
+  ASSERT_EQ(expected_log.front().substr(0, 8), "jsonl 1 ");
 
   int kills = 0;
   for (int n = 1;; n += 4) {
@@ -43,6 +69,7 @@ TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
     Outcome resumed = weft_cli(train + out + (resumable ? " --resume " + out : ""));
     ASSERT_EQ(resumed.status, 0) << "killed at operation " << n << ": " << resumed.output;
     EXPECT_EQ(io::read_file(out + "/model.safetensors"), expected) << "killed at operation " << n;
+    EXPECT_EQ(logged(out), expected_log) << "killed at operation " << n;
     for (const auto& entry : fs::directory_iterator(out)) {
       const std::string name = entry.path().filename().string();
       const bool leftover = name.starts_with(".tmp") || contains(name, ".tmp.") ||

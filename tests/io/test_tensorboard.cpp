@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "expect_error.h"
 #include "weft/core/error.h"
@@ -121,6 +123,48 @@ TEST_F(TensorBoard, ScalarsRoundTripAcrossTagsAndSteps) {
     EXPECT_EQ(accuracy.wall_time, 1e9 + step);
   }
   EXPECT_TRUE(contains(message_of<weft::ValueError>([&] { writer.add_scalar("", 1, 1); }), "tag"));
+}
+
+TEST_F(TensorBoard, ASessionStartIsEncodedAsAProtobufLibraryWould) {
+  weft::io::EventWriter writer(dir);
+  writer.start_session(4, 2.5);
+  writer.flush();
+  // Event{wall_time=1: 2.5, step=2: 4, session_log=7: SessionLog{status=1: START=1}}.
+  const std::string payload = std::string("\x09") + le(0x4004000000000000ull, 8) + "\x10\x04" + "\x3A\x02\x08\x01";
+  EXPECT_EQ(slurp(writer.path()).substr(kVersionRecordBytes), frame(payload));
+}
+
+TEST_F(TensorBoard, ASessionStartDropsTheStepsARunRestartsFromAcrossFiles) {
+  {
+    weft::io::EventWriter killed(dir);
+    for (int64_t step = 1; step <= 6; ++step) killed.add_scalar("loss", 1.0 * step, step);
+    killed.add_scalar("other", 7, 5);
+    killed.flush();
+  }
+  weft::io::EventWriter resumed(dir);  // a later name: TensorBoard reads it after the first
+  resumed.start_session(4);
+  for (int64_t step = 4; step <= 7; ++step) resumed.add_scalar("loss", 10.0 * step, step);
+  resumed.flush();
+
+  const weft::io::EventFile run = weft::io::read_run_events(dir);
+  EXPECT_EQ(run.session_starts, 1);
+  std::vector<std::pair<int64_t, float>> loss;
+  for (const weft::io::ScalarEvent& e : run.scalars) {
+    EXPECT_EQ(e.tag, "loss") << "step " << e.step << " of the killed run's other curve is dropped too";
+    loss.emplace_back(e.step, e.value);
+  }
+  const std::vector<std::pair<int64_t, float>> expected = {{1, 1}, {2, 2}, {3, 3}, {4, 40}, {5, 50}, {6, 60}, {7, 70}};
+  EXPECT_EQ(loss, expected);
+  EXPECT_EQ(weft::io::read_event_file(resumed.path()).scalars.size(), 4u);
+}
+
+TEST_F(TensorBoard, DeeplyNestedGroupsAreAFormatErrorNotAStackOverflow) {
+  // Event field 9 opened as a group a million times (key 9<<3|3 = 0x4B): each level would be a
+  // frame of a recursive skip.
+  const std::string payload(1000000, '\x4B');
+  spit(dir + "/deep", frame("\x09" + le(0, 8)) + frame(payload));
+  EXPECT_TRUE(contains(message_of<weft::FormatError>([&] { weft::io::read_event_file(dir + "/deep"); }),
+                       "nested deeper than"));
 }
 
 TEST_F(TensorBoard, WritersSharingADirectoryDoNotClobber) {

@@ -1,11 +1,13 @@
 #include "weft/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -24,6 +26,27 @@ std::string temporary_path_for(const std::string& path) {
   return str(path, ".tmp.", ::getpid(), ".", counter++);
 }
 
+// A write killed before its rename leaves PATH.tmp.PID.N behind, as large as what it was writing.
+// The next write of PATH removes those whose process no longer runs; a live one may be another
+// process writing PATH right now. Best effort: what cannot be listed or removed stays.
+void remove_dead_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());  // PID.N
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789.") != std::string::npos) continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      fs::remove(entry.path(), error);
+  }
+}
+
 void sync_directory_of(const std::string& path) {
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
@@ -40,6 +63,7 @@ void sync_directory_of(const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write) {
+  remove_dead_temporaries(path);
   const std::string temporary = temporary_path_for(path);
   int fd = should_fail("create", temporary) ? (errno = ENOSPC, -1)
                                             : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);

@@ -9,6 +9,9 @@
 // instead of rewriting the old one: this is what lets a server keep serving a checkpoint while
 // training overwrites it.
 //
+// A write killed before its rename leaves PATH.tmp.PID.N; the next write of PATH removes those of
+// processes that no longer run.
+//
 // Failures throw weft::IOError naming the path and the system's reason (strerror), after
 // removing the temporary file.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
@@ -27,6 +28,8 @@ constexpr std::array<uint32_t, 256> kCrcTable = [] {
   }
   return table;
 }();
+
+constexpr uint64_t kSessionStart = 1;  // SessionLog.SessionStatus.START
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3, kEndGroup = 4, kFixed32 = 5 };
 
@@ -57,10 +60,13 @@ std::string event_header(double wall_time, int64_t step) {
 }
 
 // A bounds-checked walk over bytes [pos, end) of a file; pos stays a file offset for messages.
+constexpr int kMaxGroupDepth = 100;
+
 struct Cursor {
   const std::string& path;
   const uint8_t* bytes;
   size_t pos, end;
+  int group_depth = 0;
 
   [[noreturn]] void fail(const std::string& what) const {
     throw FormatError(str(path, ": ", what, " at byte offset ", pos, "; the event file is corrupt"));
@@ -90,7 +96,7 @@ struct Cursor {
   Cursor take(uint64_t n) {
     need(n);
     pos += n;
-    return {path, bytes, pos - n, pos};
+    return {path, bytes, pos - n, pos, group_depth};
   }
   Cursor length_delimited() { return take(varint()); }
   std::pair<uint32_t, uint32_t> key() {
@@ -105,10 +111,13 @@ struct Cursor {
       case kLengthDelimited: length_delimited(); return;
       case kFixed32: take(4); return;
       case kStartGroup:
+        // Groups nest, and each level is a stack frame: bound them as protobuf's own parser does.
+        if (++group_depth > kMaxGroupDepth) fail(str("protobuf groups nested deeper than ", kMaxGroupDepth));
         for (;;) {
           const auto [inner, inner_wire] = key();
           if (inner_wire == kEndGroup) {
             if (inner != field) fail(str("group ", field, " closed as ", inner));
+            --group_depth;
             return;
           }
           skip(inner, inner_wire);
@@ -148,6 +157,7 @@ void decode_summary(Cursor summary, int64_t step, double wall_time, std::vector<
 void decode_event(Cursor event, EventFile& out) {
   double wall_time = 0;
   int64_t step = 0;
+  bool starts_session = false;
   std::vector<Cursor> summaries;
   while (!event.done()) {
     const auto [field, wire] = event.key();
@@ -160,9 +170,20 @@ void decode_event(Cursor event, EventFile& out) {
       out.file_version.assign(reinterpret_cast<const char*>(version.bytes + version.pos), version.end - version.pos);
     } else if (field == 5 && wire == kLengthDelimited) {
       summaries.push_back(event.length_delimited());
+    } else if (field == 7 && wire == kLengthDelimited) {
+      Cursor session_log = event.length_delimited();
+      while (!session_log.done()) {
+        const auto [log_field, log_wire] = session_log.key();
+        if (log_field == 1 && log_wire == kVarint) starts_session = session_log.varint() == kSessionStart;
+        else session_log.skip(log_field, log_wire);
+      }
     } else {
       event.skip(field, wire);
     }
+  }
+  if (starts_session) {
+    std::erase_if(out.scalars, [step](const ScalarEvent& scalar) { return scalar.step >= step; });
+    ++out.session_starts;
   }
   for (const Cursor& summary : summaries) decode_summary(summary, step, wall_time, out.scalars);
 }
@@ -217,6 +238,15 @@ void EventWriter::add_scalar(const std::string& tag, double value, int64_t step,
   write_record(event);
 }
 
+void EventWriter::start_session(int64_t first_step, double wall_time) {
+  std::string session_log;
+  put_key(session_log, 1, kVarint);
+  put_varint(session_log, kSessionStart);
+  std::string event = event_header(wall_time, first_step);
+  put_bytes(event, 7, session_log);
+  write_record(event);
+}
+
 void EventWriter::write_record(const std::string& payload) {
   std::string record;
   put_fixed(record, static_cast<uint64_t>(payload.size()));
@@ -231,10 +261,11 @@ void EventWriter::flush() {
   if (std::fflush(file_.get()) != 0) throw IOError(str("cannot write TensorBoard event file ", path_, ": ", std::strerror(errno)));
 }
 
-EventFile read_event_file(const std::string& path) {
+namespace {
+
+void decode_file(const std::string& path, EventFile& out) {
   const std::string data = read_input(path, UINT64_MAX);  // bounded by memory
   Cursor file{path, reinterpret_cast<const uint8_t*>(data.data()), 0, data.size()};
-  EventFile out;
   while (!file.done()) {
     const size_t start = file.pos;
     const auto fail = [&](const std::string& what) {
@@ -249,6 +280,25 @@ EventFile read_event_file(const std::string& path) {
     if (file.fixed<uint32_t>() != masked_crc32c(file.bytes + payload.pos, length)) fail("has a payload whose CRC-32C does not match");
     decode_event(payload, out);
   }
+}
+
+}  // namespace
+
+EventFile read_event_file(const std::string& path) {
+  EventFile out;
+  decode_file(path, out);
+  return out;
+}
+
+EventFile read_run_events(const std::string& log_dir) {
+  std::vector<std::string> paths;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(log_dir, error))
+    if (entry.path().filename().string().starts_with("events.out.tfevents.")) paths.push_back(entry.path().string());
+  if (error) throw IOError(str("cannot list TensorBoard log directory ", log_dir, ": ", error.message()));
+  std::sort(paths.begin(), paths.end());
+  EventFile out;
+  for (const std::string& path : paths) decode_file(path, out);
   return out;
 }
 

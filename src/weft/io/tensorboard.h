@@ -3,10 +3,11 @@
 //   u64 LE length | u32 LE masked CRC-32C of those 8 bytes | payload | u32 LE masked CRC-32C of payload
 // and each payload is one protobuf `Event`. The first record carries only wall_time and
 // file_version "brain.Event:2" (TensorBoard keys its restart handling off that version); every
-// later record is one scalar. Field numbers, checked against tensorflow/tensorboard's
+// later record is one scalar, or a SessionLog START marking where a resumed run restarts.
+// Field numbers, checked against tensorflow/tensorboard's
 // compat/proto/event.proto and summary.proto: Event{wall_time=1 double, step=2 int64,
-// file_version=3 string, summary=5 Summary}, Summary{value=1 repeated Value},
-// Summary.Value{tag=1 string, simple_value=2 float}. Events are encoded as a protobuf library
+// file_version=3 string, summary=5 Summary, session_log=7 SessionLog}, Summary{value=1 repeated
+// Value}, Summary.Value{tag=1 string, simple_value=2 float}, SessionLog{status=1 enum, START=1}. Events are encoded as a protobuf library
 // would (fields in number order, a zero step omitted), so they re-serialize to the same bytes.
 #pragma once
 #include <cstdint>
@@ -31,6 +32,10 @@ class EventWriter {
   explicit EventWriter(const std::string& log_dir);
 
   void add_scalar(const std::string& tag, double value, int64_t step, double wall_time = unix_time_now());
+  // A run resumed from a checkpoint logs again the steps after it. With file_version 2,
+  // TensorBoard drops every point at or after `first_step` when it reads this marker (what
+  // PyTorch's SummaryWriter(purge_step=) writes), so the curves show each step once.
+  void start_session(int64_t first_step, double wall_time = unix_time_now());
   // Records are buffered; flush makes them visible to a live TensorBoard and reports write
   // errors, which the destructor (closing the file) can only swallow.
   void flush();
@@ -55,12 +60,18 @@ struct ScalarEvent {
 
 struct EventFile {
   std::string file_version;
-  std::vector<ScalarEvent> scalars;  // in file order; values other than simple_value are skipped
+  // In file order; values other than simple_value are skipped, and a session start drops the
+  // scalars read before it at or after its step, as TensorBoard does.
+  std::vector<ScalarEvent> scalars;
+  int64_t session_starts = 0;
 };
 
 // Checks both CRCs of every record: a truncated or corrupt record is a FormatError naming the
 // file and the record's byte offset, a missing file an IOError.
 EventFile read_event_file(const std::string& path);
 inline std::vector<ScalarEvent> read_scalar_events(const std::string& path) { return read_event_file(path).scalars; }
+// Every events.out.tfevents.* file of a run's directory, in name order (the order of their
+// creation times, as TensorBoard reads them), with session starts applied across files.
+EventFile read_run_events(const std::string& log_dir);
 
 }  // namespace weft::io

@@ -1,6 +1,9 @@
 #include "weft/train/step.h"
 
 #include <filesystem>
+#include <fstream>
+
+#include "weft/io/atomic_file.h"
 
 #include "weft/autograd/autocast_mode.h"
 #include "weft/core/allocator.h"
@@ -100,9 +103,30 @@ bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t 
   return stepped;
 }
 
-MetricsLog::MetricsLog(const std::string& dir, bool append) : events_(dir) {
+namespace {
+
+// The complete lines of a metrics.jsonl up to and including `last_step`'s.
+std::string metrics_through(const std::string& path, int64_t last_step) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // no newline: a line torn by a kill
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+        record["step"].get<int64_t>() <= last_step)
+      kept += line + '\n';
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& dir, int64_t kept_through) : events_(dir) {
   std::string path = (std::filesystem::path(dir) / "metrics.jsonl").string();
-  jsonl_.open(path, append ? std::ios::app : std::ios::trunc);
+  const std::string kept = kept_through > 0 ? metrics_through(path, kept_through) : "";
+  io::write_file_atomic(path, [&](std::FILE* file) { std::fwrite(kept.data(), 1, kept.size(), file); });
+  events_.start_session(kept_through + 1);
+  jsonl_.open(path, std::ios::app);
   if (!jsonl_) throw IOError(str("cannot write ", path));
 }
 

@@ -54,10 +54,14 @@ StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const 
 // and a loss scale stuck at its minimum. Returns whether the parameters were updated.
 bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t step, std::ostream& log);
 
-// One record per logged step, to TensorBoard and DIR/metrics.jsonl.
+// One record per logged step, to TensorBoard and DIR/metrics.jsonl. The log keeps the records of
+// steps up to `kept_through` (0 for a fresh run, the checkpoint's step for a run resumed in its own
+// directory) and drops the rest, a line torn by a kill with them: a killed run had logged steps
+// that the resumed one logs again. TensorBoard is told the same with a session start at
+// kept_through + 1, so every step is plotted once.
 class MetricsLog {
  public:
-  MetricsLog(const std::string& dir, bool append);
+  MetricsLog(const std::string& dir, int64_t kept_through);
   void write(int64_t step, const nlohmann::json& scalars);
   void flush() { events_.flush(); }
 

@@ -30,6 +30,12 @@ namespace weft::train {
 
 namespace {
 
+// --resume DIR --out DIR continues a run in place; the two spellings of one directory count too.
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code error;
+  return !a.empty() && !b.empty() && (a == b || std::filesystem::equivalent(a, b, error));
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -280,7 +286,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   const int64_t epochs = (planned_steps + steps_per_epoch - 1) / steps_per_epoch;
 
   std::optional<MetricsLog> metrics;
-  if (!o.out_dir.empty()) metrics.emplace(o.out_dir, /*append=*/o.resume_dir == o.out_dir);
+  if (!o.out_dir.empty())
+    metrics.emplace(o.out_dir, same_directory(o.resume_dir, o.out_dir) ? state.step : 0);
   nlohmann::json saved_options = o.to_json();
   saved_options["planned_steps"] = planned_steps;
   saved_options["task"] = task->describe();
