@@ -1,12 +1,14 @@
 // JSON that comes from a file (trainer.json, a safetensors header, metadata values): parsed with
 // its nesting bounded and duplicate keys refused, and read field by field with each field's type
 // and range checked. Every failure is a FormatError that starts with `where` (the file, and the
-// metadata key when the JSON is a value inside a file: "m.safetensors: weft.gpt") and says what was expected and found, so
-// no nlohmann exception (type_error, out_of_range, parse_error) ever leaves a reader.
+// metadata key when the JSON is a value inside a file: "m.safetensors: weft.gpt") and says what
+// was expected and found, so no nlohmann exception (type_error, out_of_range, parse_error) ever
+// leaves a reader.
 //
 // Nesting is bounded because nlohmann's dump and comparison recurse once per level: a header of
 // 100,000 '[' would otherwise overflow the stack. weft's own files nest at most 4 levels.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -38,7 +40,8 @@ Json parse_json(std::string_view text, const std::string& where, int max_depth =
   typename Json::parser_callback_t check = [&](int depth, typename Json::parse_event_t event, Json& parsed) {
     using Event = typename Json::parse_event_t;
     if ((event == Event::object_start || event == Event::array_start) && depth >= max_depth)
-      throw FormatError(str(where, " nests JSON more than ", max_depth, " levels deep; the file is corrupt or not what it claims"));
+      throw FormatError(
+          str(where, " nests JSON more than ", max_depth, " levels deep; the file is corrupt or not what it claims"));
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end) open_objects.pop_back();
     if (event == Event::key && !open_objects.back().insert(parsed.template get<std::string>()).second && !duplicate)

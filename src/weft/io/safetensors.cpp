@@ -1,9 +1,6 @@
 #include "weft/io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -155,8 +152,9 @@ uint64_t checked_header_length(const std::string& path, const unsigned char* pre
 // Nesting: the header is an object of objects whose shapes are arrays (metadata values are strings).
 constexpr int kMaxHeaderDepth = 3;
 
-// nlohmann::json keeps the last of two equal keys; the format forbids duplicates (parse_json
-// refuses them), and a NUL byte, which nlohmann's lexer takes for the end of input.
+// parse_json refuses what the format forbids and nlohmann alone would let through: a key twice
+// (nlohmann keeps the last), a NUL byte (its lexer takes it for the end of input), nesting deeper
+// than a header has (its dump recurses once per level).
 Json parse_header_json(const std::string& path, std::string_view text) {
   WEFT_CHECK(!text.empty() && text.front() == '{', FormatError, path,
              ": header is not a JSON object (it must start with '{'); not a safetensors file");
@@ -188,7 +186,8 @@ TensorInfo parse_tensor_entry(const std::string& path, const std::string& name, 
   info.name = name;
 
   const Json& dtype = field("dtype");
-  WEFT_CHECK(dtype.is_string(), FormatError, where, ": dtype must be a string such as \"F32\", found ", json_excerpt(dtype));
+  WEFT_CHECK(dtype.is_string(), FormatError, where, ": dtype must be a string such as \"F32\", found ",
+             json_excerpt(dtype));
   std::optional<DType> parsed_dtype = dtype_of_code(dtype.get<std::string>());
   WEFT_CHECK(parsed_dtype, FormatError, where, ": dtype ", quoted(dtype.get<std::string>()),
              " is not supported by weft (it reads ", supported_codes(), ")");
