@@ -129,6 +129,55 @@ TEST(SentencePieceTokenizer, RejectsAFileThatIsNoModelAndVocabulariesItCannotTra
   EXPECT_THROW(train_sentencepiece(training_documents(), {"wordpiece", 400}), ValueError);
 }
 
+// SentencePiece's BPE trainer packs a character's index within a word into 16 bits of an int: a
+// word of 40 KB (a base64 blob on one line) crashed it with SIGSEGV, and its trainers end the
+// process on longer ones. Such text is refused before SentencePiece sees it, naming the document.
+TEST(SentencePieceTokenizer, RefusesTextItsTrainersCannotTakeNamingTheDocument) {
+  std::vector<std::string> documents = training_documents();
+  std::string blob;
+  for (int i = 0; blob.size() < 40000; ++i) blob += "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0" + std::to_string(i % 10) + "/+";
+  documents.push_back("an attachment: " + blob + "\n");
+  std::vector<std::string> names(documents.size() - 1, "fine");
+  names.push_back("mail.txt, document 7");
+  for (const char* type : {"bpe", "unigram"}) {
+    std::string message = message_of<ValueError>([&] { train_sentencepiece(documents, {type, 400}, names); });
+    EXPECT_TRUE(contains(message, str("mail.txt, document 7: has ", blob.size() + 2, " characters without a space")))
+        << message;
+    EXPECT_TRUE(contains(message, "more than 32768")) << message;
+  }
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { train_sentencepiece(documents, {"bpe", 400}); }),
+                       str("document ", documents.size(), ": has")));
+
+  // Spaces this rare fall under SentencePiece's character coverage and split nothing: the whole
+  // document is one word.
+  std::string sparse;
+  while (sparse.size() < 40000) sparse += std::string(4000, 'x') + " ";
+  std::string message = message_of<ValueError>([&] { train_sentencepiece({sparse}, {"bpe", 300}); });
+  EXPECT_TRUE(contains(message, "document 1: has 40010 characters, and spaces are so rare in the text (10 of 40010"))
+      << message;
+
+  // Characters are counted as SentencePiece decodes UTF-8: 20000 three-byte characters are a
+  // word of 20000, within the limit.
+  std::string wide;
+  for (int i = 0; i < 20000; ++i) wide += "\xe6\x97\xa5";
+  documents.back() = "a long word: " + wide + "\n";
+  EXPECT_NO_THROW(train_sentencepiece(documents, {"bpe", 400}));
+}
+
+TEST(SentencePieceTokenizer, RefusesModelFilesThatAreNotRegularFilesOrAreCut) {
+  TempDir dir;
+  write_text(dir.file("cut.model"), small_bpe().serialized_model().substr(0, 1000));
+  std::string message = message_of<FormatError>([&] { SentencePieceTokenizer::load(dir.file("cut.model")); });
+  EXPECT_TRUE(contains(message, "cut.model': expected a SentencePiece model")) << message;
+  message = message_of<IOError>([&] { load_tokenizer(dir.path()); });
+  EXPECT_TRUE(contains(message, "expected a regular file, found a directory")) << message;
+  message = message_of<IOError>([&] { load_tokenizer("/dev/zero"); });
+  EXPECT_TRUE(contains(message, "expected a regular file, found a character device")) << message;
+  std::filesystem::create_symlink("loop", dir.file("loop"));
+  message = message_of<IOError>([&] { load_tokenizer(dir.file("loop")); });
+  EXPECT_TRUE(contains(message, dir.file("loop"))) << message;
+}
+
 TEST(TextDocuments, SplitsAtSeparatorLinesAndEndsEachDocumentWithANewline) {
   TempDir dir;
   write_text(dir.file("f"), "first\nfortune\n%\nsecond\n%\n%\n50% off\nthird");

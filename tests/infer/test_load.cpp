@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "expect_error.h"
 #include "temp_dir.h"
 #include "weft/autograd/grad_mode.h"
@@ -270,6 +272,69 @@ TEST_F(LoadTest, BrokenFilesFailNamingTheFault) {
   save_model(path("gpt_no_config.safetensors"), gpt, {{"weft.model", "gpt"}});
   message = message_of<FormatError>([&] { infer::load_model(path("gpt_no_config.safetensors")); });
   EXPECT_TRUE(contains(message, "weft.gpt")) << message;
+}
+
+// A GPT's config is read field by field and checked against the tensors in the same file before
+// any model is built: a layer count of a billion is refused at once (it used to allocate until
+// std::bad_alloc), as is a config that does not describe the weights beside it.
+TEST_F(LoadTest, GPTMetadataIsCheckedFieldByFieldAndAgainstTheTensors) {
+  nn::GPT gpt(tiny_gpt(256));
+  const nlohmann::json good = nlohmann::json::parse(infer::gpt_metadata(gpt.config, data::ByteTokenizer()).at("weft.gpt"));
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"layers", 1000000000, "describes a GPT of 3280000004320 parameters (1000000000 layers, dim 16"},
+      {"layers", 3, "of 14160 parameters (3 layers, dim 16, context 12, vocab 256) but the file holds 10880"},
+      {"vocab", 2147483647, "but the file holds"},
+      {"layers", nlohmann::json::parse("18446744073709551616"), "\"layers\" must be an integer in [1, 2147483647]"},
+      {"layers", "2", "found \"2\""},
+      {"layers", 2.5, "found 2.5"},
+      {"layers", 0, "found 0"},
+      {"dim", -16, "found -16"},
+      {"heads", 3, "describes no valid GPT: GPT: --dim 16 must be a positive multiple of --heads 3"},
+      {"dropout", 1, "\"dropout\" must be a number in [0, "},
+      {"context", nullptr, "found null"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json config = good;
+    config[c.field] = c.value;
+    save_model(path("bad_gpt.safetensors"), gpt,
+               {{"weft.model", "gpt"}, {"weft.gpt", config.dump()}, {"weft.tokenizer", "byte"}});
+    std::string message = message_of<FormatError>([&] { infer::load_model(path("bad_gpt.safetensors")); });
+    EXPECT_TRUE(contains(message, path("bad_gpt.safetensors") + ": weft.gpt") && contains(message, c.says))
+        << c.field << ": " << message;
+  }
+  for (const std::string& text : {std::string(100000, '[') + std::string(100000, ']'), std::string("{\"layers\": 2")}) {
+    save_model(path("bad_gpt.safetensors"), gpt, {{"weft.model", "gpt"}, {"weft.gpt", text}, {"weft.tokenizer", "byte"}});
+    std::string message = message_of<FormatError>([&] { infer::load_model(path("bad_gpt.safetensors")); });
+    EXPECT_TRUE(contains(message, path("bad_gpt.safetensors") + ": weft.gpt")) << message;
+  }
+  save_model(path("bad_gpt.safetensors"), gpt, {{"weft.model", "gpt"}, {"weft.gpt", good.dump()}});
+  std::string message = message_of<FormatError>([&] { infer::load_model(path("bad_gpt.safetensors")); });
+  EXPECT_TRUE(contains(message, "no weft.tokenizer in its metadata")) << message;
+}
+
+TEST(GPTConfig, CountsTheParametersOfTheModelItDescribes) {
+  for (const nn::GPTConfig& c : {nn::GPTConfig{.layers = 1, .heads = 1, .dim = 4, .context = 3, .vocab = 5},
+                                 nn::GPTConfig{.layers = 3, .heads = 2, .dim = 8, .context = 16, .vocab = 300}})
+    EXPECT_EQ(c.num_parameters(), nn::GPT(c).num_parameters());
+  EXPECT_EQ((nn::GPTConfig{.layers = INT32_MAX, .heads = 1, .dim = INT32_MAX}).num_parameters(), INT64_MAX);
+}
+
+// Normalisation statistics are numbers, finite, one per channel.
+TEST_F(LoadTest, NormalisationMetadataIsCheckedFieldByField) {
+  for (const char* bad : {R"({"mean": [0.5], "std": ["0.2"]})", R"({"mean": [1e39], "std": [0.2]})",
+                          R"({"mean": 0.5, "std": [0.2]})", R"({"mean": [0.5], "std": [0.2], "std": [0.3]})",
+                          R"({"mean": [0.5], "std": [0]})", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}) {
+    std::map<std::string, std::string> metadata = classifier("mlp", "fashion-mnist");
+    metadata["weft.normalization"] = bad;
+    save_model(path("bad_norm.safetensors"), *nn::make_mlp(), metadata);
+    std::string message = message_of<FormatError>([&] { infer::load_model(path("bad_norm.safetensors")); });
+    EXPECT_TRUE(contains(message, path("bad_norm.safetensors") + ": weft.normalization")) << bad << ": " << message;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "../expect_error.h"
 #include "../temp_dir.h"
+#include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/fault.h"
 #include "weft/io/safetensors.h"
@@ -184,6 +185,82 @@ struct BeforeAndAfter {
 };
 
 void write_tokenizer(const std::string& dir) { std::ofstream(dir + "/tokenizer.model") << "the task's own file"; }
+
+// trainer.json is read field by field: each corruption is a FormatError naming the file and the
+// field, never an nlohmann exception (an internal error) or a resume at a nonsense step.
+TEST(TrainCheckpoint, CorruptTrainerStateIsRefusedNamingTheField) {
+  testing::TempDir dir;
+  TrainedGpt run;
+  TrainerState state = at_step(40);
+  state.epoch = 3;
+  state.options = {{"planned_steps", 100}};
+  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, state);
+  const std::string path = io::current_checkpoint(dir.path()) + "/trainer.json";
+  const nlohmann::json good = nlohmann::json::parse(io::read_file(path));
+  auto write = [&](const std::string& text) {
+    io::write_file_atomic(path, [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+  };
+  struct Case {
+    const char* pointer;  // the field replaced, as a JSON pointer
+    nlohmann::json value;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"/step", "40", "\"step\" must be an integer in [0, "},
+      {"/step", -1, "found -1"},
+      {"/step", 1e30, "found 1e+30"},
+      {"/step", 4.5, "found 4.5"},
+      {"/step", nlohmann::json::parse("18446744073709551615"), "found 18446744073709551615"},
+      {"/epoch", 41, "\"epoch\" must be an integer in [0, 40], found 41"},
+      {"/epoch", nullptr, "found null"},
+      {"/options/planned_steps", 39, "options: \"planned_steps\" must be an integer in [40, "},
+      {"/options/planned_steps", "many", "found \"many\""},
+      {"/options", nlohmann::json::array(), "\"options\" must be an object"},
+      {"/rng", nlohmann::json::array({"1", "2", "3"}), "\"rng\" must be 4 decimal strings"},
+      {"/rng/0", 12, "\"rng\" must be 4 decimal strings"},
+      {"/rng/0", "18446744073709551616", "rng: expected a decimal integer"},
+      {"/rng/0", "-1", "rng: expected a decimal integer"},
+      {"/model", 5, "\"model\" must be a string, found 5"},
+      {"/optimizer", nlohmann::json::object(), "\"optimizer\" must be a string"},
+      {"/grad_scaler", {{"scale", -1.0}, {"growth_tracker", 0}, {"skipped_steps", 0}, {"overflows_at_minimum", 0}},
+       "grad_scaler: \"scale\" must be a number in"},
+      {"/grad_scaler", {{"scale", 1.0}, {"growth_tracker", 0}, {"skipped_steps", 41}, {"overflows_at_minimum", 0}},
+       "grad_scaler: \"skipped_steps\" must be an integer in [0, 40]"},
+      {"/grad_scaler", 7, "grad_scaler: expected a JSON object"},
+  };
+  TrainedGpt resumed;
+  for (const Case& c : cases) {
+    nlohmann::json bad = good;
+    bad[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    write(bad.dump());
+    std::string message = message_of<FormatError>([&] { load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer); });
+    EXPECT_TRUE(contains(message, path) && contains(message, c.says)) << c.pointer << ": " << message;
+  }
+  for (const std::string& text : {std::string("[") + std::string(100000, '[') + std::string(100001, ']'),
+                                  std::string("{\"step\": 1, \"step\": 2}"), std::string("{\"step\": 4")}) {
+    write(text);
+    std::string message = message_of<FormatError>([&] { load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer); });
+    EXPECT_TRUE(contains(message, path)) << message;
+  }
+  write(good.dump());
+  EXPECT_EQ(load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer).step, 40);
+}
+
+// The step the weights and optimizer state record is a decimal integer, checked as one.
+TEST(TrainCheckpoint, NonNumericOrOverflowingStepMetadataIsRefusedNamingTheFile) {
+  testing::TempDir dir;
+  TrainedGpt run;
+  save_checkpoint(dir.path(), run.model, "gpt", run.optimizer, at_step(2));
+  const io::SafetensorsFile saved = io::load_safetensors(optimizer_file(dir));
+  TrainedGpt resumed;
+  for (const char* step : {"two", "", "-2", "2.0", "99999999999999999999", "9223372036854775808"}) {
+    std::map<std::string, std::string> metadata = saved.metadata;
+    metadata["weft.step"] = step;
+    io::save_safetensors(optimizer_file(dir), saved.tensors, metadata);
+    std::string message = message_of<FormatError>([&] { load_checkpoint(dir.path(), resumed.model, "gpt", resumed.optimizer); });
+    EXPECT_TRUE(contains(message, "optimizer.safetensors: weft.step: expected a decimal integer")) << step << ": " << message;
+  }
+}
 
 TEST(TrainCheckpoint, ASaveFailingAtAnyOperationLeavesTheLastOneResumable) {
   BeforeAndAfter runs;

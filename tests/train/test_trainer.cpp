@@ -311,7 +311,7 @@ TEST_F(TrainerTest, RefusesACheckpointWhoseFilesDisagree) {
   std::string trainer_json = bytes_of("ckpt", "trainer.json");
   auto at = trainer_json.find("\"step\": 12");
   ASSERT_NE(at, std::string::npos);
-  trainer_json.replace(at, 10, "\"step\": 13");
+  trainer_json.replace(at, 10, "\"step\": 11");  // within the run's 12 planned steps
   std::ofstream(fs::path(o.out_dir) / "trainer.json") << trainer_json;
   auto model = nn::make_mlp();
   optim::AdamW optimizer(model->parameters());

@@ -4,6 +4,7 @@
 // and exits with 1.
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 #include "weft/cli/commands.h"
@@ -32,6 +33,11 @@ int main(int argc, char** argv) {
   try {
     run();
   } catch (const weft::Error& e) {
+    std::cerr << "weft: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // The last net for a path call that readers do not wrap: it is always about a path from the
+    // user's environment (a symlink loop, a name too long, no permission), and names it.
     std::cerr << "weft: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

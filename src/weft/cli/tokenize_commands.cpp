@@ -17,17 +17,21 @@ namespace {
 struct Corpus {
   std::vector<std::string> files;
   std::vector<std::string> documents;
+  std::vector<std::string> names;  // "FILE, document K" for each document
   int64_t bytes = 0;
 };
 
 Corpus read_corpus(const std::vector<std::string>& paths, const std::string& separator) {
   Corpus corpus;
   corpus.files = data::expand_text_paths(paths.empty() ? std::vector<std::string>{data::kFortunesDir} : paths);
-  for (const std::string& file : corpus.files)
+  for (const std::string& file : corpus.files) {
+    int64_t k = 0;
     for (std::string& document : data::read_text_documents(file, separator)) {
       corpus.bytes += static_cast<int64_t>(document.size());
       corpus.documents.push_back(std::move(document));
+      corpus.names.push_back(str(file, ", document ", ++k));
     }
+  }
   return corpus;
 }
 
@@ -41,7 +45,7 @@ void train_tokenizer(const std::vector<std::string>& paths, const data::Sentence
                      const std::string& separator, const std::string& out, bool json) {
   Corpus corpus = read_corpus(paths, separator);
   auto start = std::chrono::steady_clock::now();
-  data::SentencePieceTokenizer tokenizer = data::train_sentencepiece(corpus.documents, options);
+  data::SentencePieceTokenizer tokenizer = data::train_sentencepiece(corpus.documents, options, corpus.names);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   io::write_file_atomic(out, [&](std::FILE* f) {
     std::fwrite(tokenizer.serialized_model().data(), 1, tokenizer.serialized_model().size(), f);

@@ -1,20 +1,16 @@
 #include "weft/data/cifar.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
+#include <vector>
+
+#include "weft/io/input_file.h"
 
 namespace weft::data {
 namespace {
 
 constexpr int64_t kPixels = 3 * 32 * 32;
 constexpr int64_t kRecord = 1 + kPixels;
-
-struct FileClose {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
 
 }  // namespace
 
@@ -25,28 +21,26 @@ ImageDataset load_cifar10(const std::string& dir, bool train, const Normalizatio
   else
     paths.push_back(dir + "/test_batch.bin");
 
-  std::vector<int64_t> counts;
+  // Every file is opened (a regular file, together no larger than memory) before the images are allocated.
+  std::vector<std::unique_ptr<io::InputFile>> files;
+  uint64_t total = 0;
   for (const std::string& path : paths) {
-    std::error_code ec;
-    auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-    WEFT_CHECK(!ec, IOError, "load_cifar10: cannot read '", path, "': ", ec.message());
+    files.push_back(std::make_unique<io::InputFile>(path, io::physical_memory_bytes() - total));
+    const uint64_t bytes = files.back()->size();
     WEFT_CHECK(bytes % kRecord == 0, FormatError, "load_cifar10: '", path, "': expected a multiple of ", kRecord,
                " bytes (label + 3x32x32 pixels per record), found ", bytes, " (truncated?)");
-    counts.push_back(bytes / kRecord);
+    total += bytes;
   }
-  int64_t n = 0;
-  for (int64_t c : counts) n += c;
+  const auto n = static_cast<int64_t>(total / kRecord);
   Tensor images = Tensor::empty({n, 3, 32, 32}, DType::u8), labels = Tensor::empty({n}, DType::i64);
   uint8_t* pixels = images.data<uint8_t>();
   int64_t* label = labels.data<int64_t>();
   std::vector<uint8_t> record(kRecord);
-  for (size_t f = 0; f < paths.size(); ++f) {
-    std::unique_ptr<std::FILE, FileClose> file(std::fopen(paths[f].c_str(), "rb"));
-    WEFT_CHECK(file, IOError, "load_cifar10: cannot open '", paths[f], "': ", std::strerror(errno));
-    for (int64_t r = 0; r < counts[f]; ++r, pixels += kPixels, ++label) {
-      WEFT_CHECK(std::fread(record.data(), kRecord, 1, file.get()) == 1, IOError, "load_cifar10: cannot read record ",
-                 r, " of '", paths[f], "'");
-      WEFT_CHECK(record[0] <= 9, FormatError, "load_cifar10: '", paths[f], "': expected labels 0..9, found ",
+  for (const std::unique_ptr<io::InputFile>& file : files) {
+    const auto count = static_cast<int64_t>(file->size() / kRecord);
+    for (int64_t r = 0; r < count; ++r, pixels += kPixels, ++label) {
+      file->read_at(record.data(), kRecord, static_cast<uint64_t>(r * kRecord));
+      WEFT_CHECK(record[0] <= 9, FormatError, "load_cifar10: '", file->path(), "': expected labels 0..9, found ",
                  int{record[0]}, " in record ", r);
       *label = record[0];
       std::memcpy(pixels, record.data() + 1, kPixels);

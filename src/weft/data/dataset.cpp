@@ -51,8 +51,10 @@ Batch ImageDataset::get_batch(const std::vector<int64_t>& indices) const {
 namespace {
 
 std::string find_idx(const std::string& dir, const std::string& name) {
-  for (const std::string& path : {dir + "/" + name, dir + "/" + name + ".gz"})
-    if (std::filesystem::exists(path)) return path;
+  for (const std::string& path : {dir + "/" + name, dir + "/" + name + ".gz"}) {
+    std::error_code error;
+    if (std::filesystem::exists(path, error)) return path;
+  }
   throw IOError(str("load_mnist_idx: expected '", name, "' or '", name, ".gz' in '", dir, "', found neither"));
 }
 

@@ -74,9 +74,14 @@ struct SentencePieceOptions {
 
 // Trains a model on `documents` (each one training sentence). A vocabulary the text cannot fill,
 // too small for the byte-fallback pieces, or an unknown model type → ValueError with
-// SentencePiece's reason.
+// SentencePiece's reason. Text SentencePiece's trainers cannot take is refused before they see
+// it (ValueError naming the document: names[i], else "document i+1"): a run of more than 32768
+// characters without a space (BPE crashes on it, unigram fails), a document of more than 32768
+// characters in a text whose spaces are too rare for SentencePiece to split at, more than 1 GiB
+// of text.
 SentencePieceTokenizer train_sentencepiece(const std::vector<std::string>& documents,
-                                           const SentencePieceOptions& options);
+                                           const SentencePieceOptions& options,
+                                           const std::vector<std::string>& names = {});
 
 // "byte" → ByteTokenizer, anything else is the path of a SentencePiece model file (no such file →
 // IOError).

@@ -1,5 +1,6 @@
 #include "weft/infer/metadata.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -7,6 +8,8 @@
 
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
+#include "weft/io/input_file.h"
+#include "weft/io/json.h"
 #include "weft/io/safetensors.h"
 
 namespace weft::infer {
@@ -26,10 +29,27 @@ void check_normalization(const data::Normalization& n, const std::string& what) 
 
 std::string tokenizer_file(const std::string& dir) { return (fs::path(dir) / "tokenizer.model").string(); }
 
+// A config read from a file is checked against the tensors in the same file before a model is
+// built from it: a count that disagrees would otherwise build (and allocate) a model the file
+// cannot fill, and an absurd one would exhaust memory before any tensor was compared.
+void check_against_tensors(const nn::GPTConfig& config, const io::SafetensorsHeader& header, const std::string& file) {
+  int64_t in_file = 0;
+  for (const io::TensorInfo& tensor : header.tensors) in_file += numel(tensor.shape);
+  const int64_t implied = config.num_parameters();
+  WEFT_CHECK(implied == in_file, FormatError, file, ": weft.gpt describes a GPT of ", implied, " parameters (",
+             config.layers, " layers, dim ", config.dim, ", context ", config.context, ", vocab ", config.vocab,
+             ") but the file holds ", in_file, "; the metadata does not belong to these weights");
+  // The model is built in f32 before the weights are copied in.
+  const uint64_t memory = io::physical_memory_bytes();
+  WEFT_CHECK(static_cast<uint64_t>(implied) <= memory / sizeof(float), OutOfMemoryError, file, ": its GPT of ",
+             implied, " parameters needs ", static_cast<uint64_t>(implied) * sizeof(float),
+             " bytes in f32, more than this machine's ", memory, " bytes of memory");
+}
+
 }  // namespace
 
 std::string model_file(const std::string& path) {
-  return fs::is_directory(path) ? (fs::path(io::current_checkpoint(path)) / "model.safetensors").string() : path;
+  return io::is_directory(path) ? (fs::path(io::current_checkpoint(path)) / "model.safetensors").string() : path;
 }
 
 const ImageDatasetInfo& image_dataset_info(const std::string& name) {
@@ -58,15 +78,22 @@ Metadata classifier_metadata(const std::string& dataset, const data::Normalizati
 std::optional<data::Normalization> saved_normalization(const Metadata& metadata, const std::string& file) {
   auto it = metadata.find(kNormalizationKey);
   if (it == metadata.end()) return std::nullopt;
-  data::Normalization n;
+  const std::string where = str(file, ": ", kNormalizationKey);
+  const nlohmann::json j = io::parse_json(it->second, where);
+  auto channels = [&](const char* key) {
+    const nlohmann::json& values = io::json_field(j, key, where);
+    std::vector<float> out;
+    for (const nlohmann::json& v : values.is_array() ? values : nlohmann::json::array({nullptr})) {
+      const bool finite = v.is_number() && std::isfinite(v.get<double>()) && std::abs(v.get<double>()) < 1e30;
+      WEFT_CHECK(finite, FormatError, where, ": \"", key, "\" must be an array of finite numbers, found ",
+                 io::json_excerpt(values));
+      out.push_back(v.get<float>());
+    }
+    return out;
+  };
+  data::Normalization n{.mean = channels("mean"), .std = channels("std")};
   try {
-    nlohmann::json j = nlohmann::json::parse(it->second);
-    n.mean = j.at("mean").get<std::vector<float>>();
-    n.std = j.at("std").get<std::vector<float>>();
-    check_normalization(n, str(file, ": ", kNormalizationKey));
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(str(file, ": ", kNormalizationKey, " is '", it->second,
-                          "', expected {\"mean\": [...], \"std\": [...]} (", e.what(), ")"));
+    check_normalization(n, where);
   } catch (const ValueError& e) {
     throw FormatError(e.what());
   }
@@ -89,21 +116,34 @@ SavedGPT read_saved_gpt(const std::string& path) {
   SavedGPT saved;
   // The directory the weights were read from: DIR/model.safetensors is a symlink into the current
   // step directory, where the tokenizer saved with those weights sits.
-  const fs::path read = fs::is_symlink(file) ? fs::path(file).parent_path() / fs::read_symlink(file) : fs::path(file);
+  std::error_code error;
+  const fs::path target = fs::read_symlink(file, error);
+  const fs::path read = error ? fs::path(file) : fs::path(file).parent_path() / target;
   saved.dir = read.parent_path().string();
-  try {
-    nlohmann::json c = nlohmann::json::parse(header.metadata.at("weft.gpt"));
-    saved.config = {.layers = c.at("layers"), .heads = c.at("heads"), .dim = c.at("dim"), .context = c.at("context"),
-                    .vocab = c.at("vocab"), .dropout = c.at("dropout")};
-    saved.tokenizer = header.metadata.at("weft.tokenizer");
-  } catch (const std::exception& e) {
-    throw FormatError(str(file, ": missing or malformed GPT metadata (weft.gpt, weft.tokenizer): ", e.what()));
-  }
+
+  auto value = [&](const char* key) -> const std::string& {
+    auto it = header.metadata.find(key);
+    WEFT_CHECK(it != header.metadata.end(), FormatError, file, ": no ", key, " in its metadata; a GPT checkpoint ",
+               "weft wrote has weft.gpt and weft.tokenizer");
+    return it->second;
+  };
+  // Each size below 2^31 (token ids are 32-bit), and the count they imply must be the file's.
+  const std::string where = str(file, ": weft.gpt");
+  const nlohmann::json c = io::parse_json(value("weft.gpt"), where);
+  constexpr int64_t kMaxSize = INT32_MAX;
+  saved.config = {.layers = io::json_integer(c, "layers", where, 1, kMaxSize),
+                  .heads = io::json_integer(c, "heads", where, 1, kMaxSize),
+                  .dim = io::json_integer(c, "dim", where, 1, kMaxSize),
+                  .context = io::json_integer(c, "context", where, 1, kMaxSize),
+                  .vocab = io::json_integer(c, "vocab", where, 1, kMaxSize),
+                  .dropout = io::json_number(c, "dropout", where, 0, std::nextafter(1.0, 0.0))};
+  saved.tokenizer = value("weft.tokenizer");
   try {
     saved.config.check();
   } catch (const ValueError& e) {
-    throw FormatError(str(file, ": weft.gpt describes no valid GPT: ", e.what()));
+    throw FormatError(str(where, " describes no valid GPT: ", e.what()));
   }
+  check_against_tensors(saved.config, header, file);
   return saved;
 }
 
@@ -115,7 +155,8 @@ std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std:
     tokenizer = std::make_unique<data::ByteTokenizer>();
   } else {
     const std::string path = tokenizer_file(saved.dir);
-    WEFT_CHECK(fs::exists(path), IOError, "the model in ", saved.dir, " was trained with tokenizer ", saved.tokenizer,
+    std::error_code error;
+    WEFT_CHECK(fs::exists(path, error), IOError, "the model in ", saved.dir, " was trained with tokenizer ", saved.tokenizer,
                ", and ", path, " is missing; pass that tokenizer's model file with --tokenizer");
     tokenizer = data::load_tokenizer(path);
   }

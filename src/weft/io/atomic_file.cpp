@@ -13,6 +13,7 @@
 
 #include "weft/core/error.h"
 #include "weft/io/fault.h"
+#include "weft/io/input_file.h"
 
 namespace weft::io {
 
@@ -107,18 +108,6 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
   sync_directory_of(path);
 }
 
-std::string read_file(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) throw IOError(str("cannot open ", path, ": ", std::strerror(errno)));
-  std::string content;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) content.append(buffer, n);
-  bool failed = std::ferror(file);
-  int error = errno;
-  std::fclose(file);
-  if (failed) throw IOError(str("cannot read ", path, ": ", std::strerror(error)));
-  return content;
-}
+std::string read_file(const std::string& path) { return read_input(path, UINT64_MAX); }
 
 }  // namespace weft::io

@@ -27,7 +27,8 @@ namespace weft::io {
 // each call. Anything `write` throws is rethrown after cleanup (IOError gains the target's path).
 void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write);
 
-// The whole content of a file; IOError when it cannot be opened or read.
+// The whole content of a file: io::read_input (input_file.h) bounded by physical memory alone.
+// Not a regular file, too large, or unreadable → IOError.
 std::string read_file(const std::string& path);
 
 }  // namespace weft::io

@@ -1,9 +1,6 @@
 #include "weft/io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -19,6 +16,8 @@
 
 #include "weft/core/error.h"
 #include "weft/io/atomic_file.h"
+#include "weft/io/input_file.h"
+#include "weft/io/json.h"
 
 namespace weft::io {
 
@@ -64,14 +63,6 @@ std::string supported_codes() {
 // stays on one line whatever the file holds.
 std::string quoted(const std::string& text) {
   return Json(text).dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-// A JSON value as it would appear in the header, cut short so that a huge one cannot flood
-// the message.
-std::string excerpt(const Json& value) {
-  constexpr size_t kLimit = 80;
-  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  return text.size() <= kLimit ? text : text.substr(0, kLimit) + "...";
 }
 
 }  // namespace
@@ -143,47 +134,6 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 
 namespace {
 
-class ReadOnlyFile {
- public:
-  explicit ReadOnlyFile(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) throw IOError(str("cannot open ", path, ": ", std::strerror(errno)));
-    struct stat info;
-    if (::fstat(fd_, &info) != 0) {
-      int error = errno;
-      ::close(fd_);
-      throw IOError(str("cannot read ", path, ": ", std::strerror(error)));
-    }
-    if (!S_ISREG(info.st_mode)) {
-      ::close(fd_);
-      throw IOError(str("cannot read ", path, ": not a regular file"));
-    }
-    size_ = static_cast<uint64_t>(info.st_size);
-  }
-  ~ReadOnlyFile() { ::close(fd_); }
-  ReadOnlyFile(const ReadOnlyFile&) = delete;
-  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
-
-  int fd() const { return fd_; }
-  uint64_t size() const { return size_; }
-
- private:
-  int fd_;
-  uint64_t size_ = 0;
-};
-
-void read_exactly(const ReadOnlyFile& file, const std::string& path, void* buffer, size_t n, uint64_t offset) {
-  char* out = static_cast<char*>(buffer);
-  while (n > 0) {
-    ssize_t got = ::pread(file.fd(), out, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw IOError(str("cannot read ", path, ": ", std::strerror(errno)));
-    if (got == 0) throw IOError(str("cannot read ", path, ": it shrank while being read"));
-    out += got;
-    offset += got;
-    n -= got;
-  }
-}
-
 void check_length_prefix_fits(const std::string& path, uint64_t file_size) {
   WEFT_CHECK(file_size >= 8, FormatError, path, ": not a safetensors file: ", file_size,
              " bytes, too short even for the 8-byte header length");
@@ -199,46 +149,25 @@ uint64_t checked_header_length(const std::string& path, const unsigned char* pre
   return length;
 }
 
-// nlohmann::json keeps the last of two equal keys; the format forbids duplicates, so the parse
-// records every object's keys and reports the first repeat.
+// Nesting: the header is an object of objects whose shapes are arrays (metadata values are strings).
+constexpr int kMaxHeaderDepth = 3;
+
+// parse_json refuses what the format forbids and nlohmann alone would let through: a key twice
+// (nlohmann keeps the last), a NUL byte (its lexer takes it for the end of input), nesting deeper
+// than a header has (its dump recurses once per level).
 Json parse_header_json(const std::string& path, std::string_view text) {
   WEFT_CHECK(!text.empty() && text.front() == '{', FormatError, path,
              ": header is not a JSON object (it must start with '{'); not a safetensors file");
-  // nlohmann's lexer takes a NUL byte for the end of input and would ignore whatever follows it;
-  // JSON text cannot contain a raw NUL, so the reference reader rejects it and so does weft.
-  size_t nul = text.find('\0');
-  WEFT_CHECK(nul == std::string_view::npos, FormatError, path, ": header is not valid JSON: NUL byte at header offset ",
-             nul);
-  std::vector<std::set<std::string>> open_objects;
-  std::optional<std::string> duplicate;
-  Json::parser_callback_t record_keys = [&](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) open_objects.emplace_back();
-    if (event == Json::parse_event_t::object_end) open_objects.pop_back();
-    if (event == Json::parse_event_t::key && !open_objects.back().insert(parsed.get<std::string>()).second &&
-        !duplicate)
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
-  Json header;
-  try {
-    header = Json::parse(text.begin(), text.end(), record_keys, true, false);
-  } catch (const Json::parse_error& e) {
-    std::string_view why = e.what();
-    why.remove_prefix(std::min(why.size(), why.find("] ") + 2));  // drop "[json.exception.parse_error.101] "
-    throw FormatError(str(path, ": header is not valid JSON: ", why));
-  }
-  WEFT_CHECK(!duplicate, FormatError, path, ": header has the key ", quoted(*duplicate),
-             " more than once; safetensors forbids duplicate keys");
-  return header;
+  return parse_json<Json>(text, path + ": header", kMaxHeaderDepth);
 }
 
 std::map<std::string, std::string> parse_metadata(const std::string& path, const Json& value) {
   WEFT_CHECK(value.is_object(), FormatError, path, ": \"", kMetadataKey, "\" must be an object of strings, found ",
-             excerpt(value));
+             json_excerpt(value));
   std::map<std::string, std::string> metadata;
   for (const auto& [key, entry] : value.items()) {
     WEFT_CHECK(entry.is_string(), FormatError, path, ": \"", kMetadataKey, "\" must map strings to strings, but ",
-               quoted(key), " holds ", excerpt(entry));
+               quoted(key), " holds ", json_excerpt(entry));
     metadata[key] = entry.get<std::string>();
   }
   return metadata;
@@ -247,7 +176,7 @@ std::map<std::string, std::string> parse_metadata(const std::string& path, const
 TensorInfo parse_tensor_entry(const std::string& path, const std::string& name, const Json& entry, uint64_t data_size) {
   const std::string where = str(path, ": tensor ", quoted(name));
   WEFT_CHECK(entry.is_object(), FormatError, where, ": expected an object with dtype, shape and data_offsets, found ",
-             excerpt(entry));
+             json_excerpt(entry));
   auto field = [&](const char* key) -> const Json& {
     auto it = entry.find(key);
     WEFT_CHECK(it != entry.end(), FormatError, where, ": no \"", key, "\"");
@@ -257,25 +186,26 @@ TensorInfo parse_tensor_entry(const std::string& path, const std::string& name, 
   info.name = name;
 
   const Json& dtype = field("dtype");
-  WEFT_CHECK(dtype.is_string(), FormatError, where, ": dtype must be a string such as \"F32\", found ", excerpt(dtype));
+  WEFT_CHECK(dtype.is_string(), FormatError, where, ": dtype must be a string such as \"F32\", found ",
+             json_excerpt(dtype));
   std::optional<DType> parsed_dtype = dtype_of_code(dtype.get<std::string>());
   WEFT_CHECK(parsed_dtype, FormatError, where, ": dtype ", quoted(dtype.get<std::string>()),
              " is not supported by weft (it reads ", supported_codes(), ")");
   info.dtype = *parsed_dtype;
 
   const Json& shape = field("shape");
-  WEFT_CHECK(shape.is_array(), FormatError, where, ": shape must be an array of sizes, found ", excerpt(shape));
+  WEFT_CHECK(shape.is_array(), FormatError, where, ": shape must be an array of sizes, found ", json_excerpt(shape));
   // The product of max(size, 1) bounds both numel and every row-major stride, so checking it
   // once keeps all of weft's index arithmetic on this tensor free of overflow.
   int64_t extent = 1;
   for (const Json& size : shape) {
-    WEFT_CHECK(size.is_number_integer(), FormatError, where, ": shape ", excerpt(shape), " holds ", excerpt(size),
+    WEFT_CHECK(size.is_number_integer(), FormatError, where, ": shape ", json_excerpt(shape), " holds ", json_excerpt(size),
                "; sizes must be integers");
-    WEFT_CHECK(size.is_number_unsigned(), FormatError, where, ": shape ", excerpt(shape), " has a negative size");
+    WEFT_CHECK(size.is_number_unsigned(), FormatError, where, ": shape ", json_excerpt(shape), " has a negative size");
     uint64_t value = size.get<uint64_t>();
     WEFT_CHECK(value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
                    !__builtin_mul_overflow(extent, std::max<int64_t>(static_cast<int64_t>(value), 1), &extent),
-               FormatError, where, ": shape ", excerpt(shape), " has more elements than a tensor can index");
+               FormatError, where, ": shape ", json_excerpt(shape), " has more elements than a tensor can index");
     info.shape.push_back(static_cast<int64_t>(value));
   }
 
@@ -283,7 +213,7 @@ TensorInfo parse_tensor_entry(const std::string& path, const std::string& name, 
   WEFT_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                  offsets[1].is_number_unsigned(),
              FormatError, where, ": data_offsets must be [begin, end] with non-negative integers, found ",
-             excerpt(offsets));
+             json_excerpt(offsets));
   info.begin = offsets[0].get<uint64_t>();
   info.end = offsets[1].get<uint64_t>();
   WEFT_CHECK(info.begin <= info.end, FormatError, where, ": data_offsets [", info.begin, ", ", info.end,
@@ -361,7 +291,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::shared_ptr<void> mapping;
   uint64_t size;
   {
-    ReadOnlyFile file(path);
+    InputFile file(path, UINT64_MAX);  // mapped, not read: its size is bounded by the address space
     size = file.size();
     check_length_prefix_fits(path, size);
     // Private and writable: writes to a tensor copy the page for this process, never reach the file.
@@ -390,13 +320,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
 }
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {
-  ReadOnlyFile file(path);
+  InputFile file(path, UINT64_MAX);
   check_length_prefix_fits(path, file.size());
   unsigned char prefix[8];
-  read_exactly(file, path, prefix, sizeof prefix, 0);
+  file.read_at(prefix, sizeof prefix, 0);
   uint64_t length = checked_header_length(path, prefix, file.size());
   std::string text(length, '\0');
-  read_exactly(file, path, text.data(), length, 8);
+  file.read_at(text.data(), length, 8);
   return parse_header(path, text, file.size() - 8 - length);
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "weft/core/error.h"
+#include "weft/io/input_file.h"
 
 namespace weft::io {
 namespace {
@@ -187,15 +188,6 @@ void decode_event(Cursor event, EventFile& out) {
   for (const Cursor& summary : summaries) decode_summary(summary, step, wall_time, out.scalars);
 }
 
-std::string read_whole_file(const std::string& path) {
-  std::unique_ptr<std::FILE, decltype([](std::FILE* file) { std::fclose(file); })> file(std::fopen(path.c_str(), "rb"));
-  if (!file) throw IOError(str("cannot open TensorBoard event file ", path, ": ", std::strerror(errno)));
-  std::string data;
-  char chunk[1 << 16];
-  while (const size_t n = std::fread(chunk, 1, sizeof chunk, file.get())) data.append(chunk, n);
-  if (std::ferror(file.get())) throw IOError(str("cannot read TensorBoard event file ", path, ": ", std::strerror(errno)));
-  return data;
-}
 
 }  // namespace
 
@@ -272,7 +264,7 @@ void EventWriter::flush() {
 namespace {
 
 void decode_file(const std::string& path, EventFile& out) {
-  const std::string data = read_whole_file(path);
+  const std::string data = read_input(path, UINT64_MAX);  // bounded by memory
   Cursor file{path, reinterpret_cast<const uint8_t*>(data.data()), 0, data.size()};
   while (!file.done()) {
     const size_t start = file.pos;

@@ -20,6 +20,15 @@ void GPTConfig::check() const {
   WEFT_CHECK(dropout >= 0 && dropout < 1, ValueError, "GPT: --dropout must be in [0, 1), got ", dropout);
 }
 
+int64_t GPTConfig::num_parameters() const {
+  // Per block: ln_1 and ln_2 (2 dim each), attn.c_attn (3 dim x dim + 3 dim), attn.c_proj
+  // (dim x dim + dim), mlp.c_fc (4 dim x dim + 4 dim), mlp.c_proj (4 dim x dim + dim); then wte,
+  // wpe and ln_f. In 128 bits, which sizes below 2^31 cannot overflow.
+  const __int128 d = dim, per_block = 12 * d * d + 13 * d;
+  const __int128 total = per_block * layers + (__int128{vocab} + context) * d + 2 * d;
+  return total > INT64_MAX ? INT64_MAX : static_cast<int64_t>(total);
+}
+
 GPT::GPT(const GPTConfig& c) : Module("GPT"), config((c.check(), c)) {
   register_module("wte", wte, std::make_shared<Embedding>(c.vocab, c.dim));
   register_module("wpe", wpe, std::make_shared<Embedding>(c.context, c.dim));

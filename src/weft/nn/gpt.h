@@ -45,6 +45,10 @@ struct GPTConfig {
 
   // A size that is not positive, or heads not dividing dim → ValueError naming the flag.
   void check() const;
+  // The parameters GPT(*this) holds, counted without building it, so that a config read from a
+  // file can be checked against the file's tensors before anything is allocated (sizes below 2^31;
+  // INT64_MAX when the count does not fit).
+  int64_t num_parameters() const;
 };
 
 class GPT : public Module {

@@ -188,8 +188,9 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& dict, const
     const size_t index = it->second;
     if (field == "step") {
       double v = value.defined() && value.numel() == 1 ? value.item() : -1;
-      WEFT_CHECK(v >= 0 && std::floor(v) == v, ValueError, name_, ": load_state_dict: '", key,
-                 "' must be one non-negative integer");
+      // (Below 2^63, so that the conversion to int64_t is defined.)
+      WEFT_CHECK(v >= 0 && std::floor(v) == v && v < 0x1p63, ValueError, name_, ": load_state_dict: '", key,
+                 "' must be one non-negative integer below 2^63, found ", v);
       entries[index].step = static_cast<int64_t>(v);
     } else {
       entries[index].buffers.emplace_back(field, value);

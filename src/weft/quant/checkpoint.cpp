@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 
+#include "weft/io/input_file.h"
 #include "weft/io/safetensors.h"
 #include "weft/nn/conv.h"
 #include "weft/nn/linear.h"
@@ -20,7 +21,7 @@ constexpr const char* kSchemeKey = "weft.quantization";
 constexpr const char* kGroupSizeKey = "weft.int4_group_size";
 
 std::string file_of(const std::string& path) {
-  return fs::is_directory(path) ? (fs::path(path) / "model.safetensors").string() : path;
+  return io::is_directory(path) ? (fs::path(path) / "model.safetensors").string() : path;
 }
 
 Scheme scheme_from_name(const std::string& name, const std::string& path) {

@@ -1,10 +1,13 @@
 #include "weft/train/checkpoint.h"
 
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
+#include "weft/io/input_file.h"
+#include "weft/io/json.h"
 #include "weft/io/safetensors.h"
 
 namespace weft::train {
@@ -40,7 +43,53 @@ std::vector<std::string> parameter_names(const nn::Module& model, const optim::O
 int64_t saved_step(const io::SafetensorsFile& file, const std::string& path) {
   auto it = file.metadata.find("weft.step");
   if (it == file.metadata.end()) throw FormatError(str(path, ": no weft.step in its metadata; not a weft training checkpoint"));
-  return std::stoll(it->second);
+  return static_cast<int64_t>(io::decimal_integer(it->second, path + ": weft.step", INT64_MAX));
+}
+
+// trainer.json holds a few hundred bytes of state and the run's options.
+constexpr uint64_t kMaxTrainerStateBytes = 16 << 20;
+
+// trainer.json field by field, each of its type and range: a hand-edited or corrupt file is refused
+// naming the field, rather than resuming at a negative step or running a plan that never ends.
+struct SavedTrainer {
+  TrainerState state;
+  std::string model, optimizer;
+};
+SavedTrainer read_trainer_state(const std::string& path) {
+  const nlohmann::json trainer = io::parse_json(io::read_input(path, kMaxTrainerStateBytes), path);
+  WEFT_CHECK(trainer.is_object(), FormatError, path, ": expected a JSON object, found ", io::json_excerpt(trainer));
+  SavedTrainer saved{.state = {}, .model = io::json_string(trainer, "model", path),
+                     .optimizer = io::json_string(trainer, "optimizer", path)};
+  TrainerState& state = saved.state;
+  state.step = io::json_integer(trainer, "step", path, 0);
+  // A checkpoint is saved after the epoch it counts has begun, and every epoch is at least one step.
+  state.epoch = io::json_integer(trainer, "epoch", path, 0, state.step);
+  // Absent or null in checkpoints saved without options.
+  state.options = trainer.contains("options") ? io::json_field(trainer, "options", path) : nlohmann::json::object();
+  if (state.options.is_null()) state.options = nlohmann::json::object();
+  WEFT_CHECK(state.options.is_object(), FormatError, path, ": \"options\" must be an object, found ",
+             io::json_excerpt(state.options));
+  // The run's total: the step a checkpoint is saved at never passes the steps its run planned.
+  if (state.options.contains("planned_steps"))
+    io::json_integer(state.options, "planned_steps", path + ": options", state.step);
+  const nlohmann::json& rng = io::json_field(trainer, "rng", path);
+  WEFT_CHECK(rng.is_array() && rng.size() == state.rng.size(), FormatError, path, ": \"rng\" must be ",
+             state.rng.size(), " decimal strings, found ", io::json_excerpt(rng));
+  for (size_t i = 0; i < state.rng.size(); ++i) {
+    WEFT_CHECK(rng[i].is_string(), FormatError, path, ": \"rng\" must be ", state.rng.size(),
+               " decimal strings, found ", io::json_excerpt(rng));
+    state.rng[i] = io::decimal_integer(rng[i].get<std::string>(), path + ": rng");
+  }
+  if (trainer.contains("grad_scaler")) {
+    const nlohmann::json& g = trainer["grad_scaler"];
+    const std::string where = path + ": grad_scaler";
+    state.grad_scaler = amp::GradScalerState{
+        .scale = io::json_number(g, "scale", where, std::numeric_limits<double>::min()),
+        .growth_tracker = io::json_integer(g, "growth_tracker", where, 0),
+        .skipped_steps = io::json_integer(g, "skipped_steps", where, 0, state.step),
+        .overflows_at_minimum = io::json_integer(g, "overflows_at_minimum", where, 0, state.step)};
+  }
+  return saved;
 }
 
 }  // namespace
@@ -79,40 +128,12 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              optim::Optimizer& optimizer) {
   const std::string files = io::current_checkpoint(dir);
-  std::string path = trainer_path(files);
-  nlohmann::json trainer;
-  try {
-    trainer = nlohmann::json::parse(io::read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(str(path, ": not valid JSON (", e.what(), ")"));
-  }
-  TrainerState state;
-  try {
-    state.epoch = trainer.at("epoch").get<int64_t>();
-    state.step = trainer.at("step").get<int64_t>();
-    state.options = trainer.value("options", nlohmann::json::object());
-    const auto& rng = trainer.at("rng");
-    if (rng.size() != state.rng.size()) throw FormatError(str(path, ": rng must have 4 words"));
-    for (size_t i = 0; i < state.rng.size(); ++i) state.rng[i] = std::stoull(rng.at(i).get<std::string>());
-    if (trainer.contains("grad_scaler")) {
-      const auto& g = trainer["grad_scaler"];
-      state.grad_scaler = amp::GradScalerState{.scale = g.at("scale").get<double>(),
-                                               .growth_tracker = g.at("growth_tracker").get<int64_t>(),
-                                               .skipped_steps = g.at("skipped_steps").get<int64_t>(),
-                                               .overflows_at_minimum = g.at("overflows_at_minimum").get<int64_t>()};
-    }
-    std::string saved_model = trainer.at("model").get<std::string>();
-    if (saved_model != model_name)
-      throw ValueError(str("checkpoint ", dir, " holds a ", saved_model, " model, not ", model_name));
-    std::string saved_optimizer = trainer.at("optimizer").get<std::string>();
-    if (saved_optimizer != optimizer.name())
-      throw ValueError(str("checkpoint ", dir, " was trained with ", saved_optimizer, ", not ", optimizer.name(),
-                           "; pass the same --optimizer to resume"));
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(str(path, ": ", e.what()));
-  } catch (const std::logic_error& e) {  // stoll / stoull
-    throw FormatError(str(path, ": bad number (", e.what(), ")"));
-  }
+  SavedTrainer saved = read_trainer_state(trainer_path(files));
+  WEFT_CHECK(saved.model == model_name, ValueError, "checkpoint ", dir, " holds a ", saved.model, " model, not ",
+             model_name);
+  WEFT_CHECK(saved.optimizer == optimizer.name(), ValueError, "checkpoint ", dir, " was trained with ",
+             saved.optimizer, ", not ", optimizer.name(), "; pass the same --optimizer to resume");
+  TrainerState& state = saved.state;
 
   io::SafetensorsFile weights = io::load_safetensors(model_path(files));
   io::SafetensorsFile optimizer_file = io::load_safetensors(optimizer_path(files));
@@ -132,7 +153,7 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
                keys->second, "', expected '", kKeyedByName, "'; was it written by a newer weft?");
     optimizer.load_state_dict(optimizer_state, parameter_names(model, optimizer));
   }
-  return state;
+  return std::move(saved.state);
 }
 
 }  // namespace weft::train
