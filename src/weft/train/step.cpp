@@ -2,11 +2,13 @@
 
 #include <filesystem>
 #include <fstream>
-
-#include "weft/io/atomic_file.h"
+#include <string_view>
 
 #include "weft/autograd/autocast_mode.h"
 #include "weft/core/allocator.h"
+#include "weft/io/atomic_file.h"
+#include "weft/io/input_file.h"
+#include "weft/io/json.h"
 #include "weft/kernels/cpu/onednn.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/arith.h"
@@ -107,14 +109,21 @@ namespace {
 
 // The complete lines of a metrics.jsonl up to and including `last_step`'s.
 std::string metrics_through(const std::string& path, int64_t last_step) {
-  std::ifstream in(path);
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    if (in.eof()) break;  // no newline: a line torn by a kill
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
-        record["step"].get<int64_t>() <= last_step)
-      kept += line + '\n';
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return "";
+  const std::string text = io::read_input(path, io::physical_memory_bytes());
+  std::string kept;
+  // A last line without its newline was torn by a kill, and goes.
+  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string_view line(text.data() + start, end - start);
+    try {
+      const nlohmann::json record = io::parse_json(line, path);
+      if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+          record["step"].get<int64_t>() <= last_step)
+        kept.append(line) += '\n';
+    } catch (const FormatError&) {
+      // Not a record weft wrote: not kept.
+    }
   }
   return kept;
 }
