@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/core/error.h"
 #include "weft/core/number_format.h"
 
@@ -202,11 +203,7 @@ nlohmann::json int8_json(double value, double scale) {
 
 // The int8 scale and a sentence saying where it came from.
 std::pair<double, std::string> choose_scale(std::optional<double> given, const std::vector<double>& values) {
-  if (given) {
-    WEFT_CHECK(std::isfinite(*given) && *given > 0, ValueError, "--scale must be a positive finite number, got ",
-               *given, "; omit it to use max|value| / 127");
-    return {*given, "given by --scale"};
-  }
+  if (given) return {*given, "given by --scale"};
   if (std::optional<double> computed = int8_symmetric_scale(values))
     return {*computed, "max|value| / 127 over the values given"};
   return {1.0, "1: no finite non-zero value to take max|value| / 127 from (--scale S to choose)"};
@@ -306,7 +303,7 @@ void dtype_command(const std::vector<std::string>& texts, std::optional<double> 
 }  // namespace
 
 void add_dtype_command(CLI::App& app, std::function<void()>& run) {
-  auto scale = std::make_shared<double>(0);
+  auto scale = std::make_shared<std::optional<double>>();
   auto table = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
   CLI::App* d = app.add_subcommand(
@@ -315,17 +312,15 @@ void add_dtype_command(CLI::App& app, std::function<void()>& run) {
   // Values are taken as extras rather than a positional so that -inf, -nan and -0.5e-3 read as
   // numbers, not as unknown short options.
   d->allow_extras();
-  CLI::Option* scale_option =
-      d->add_option("--scale", *scale, "int8 scale (default: max|value| / 127 over the values)");
+  number_flag(d, "--scale", *scale, "int8 scale (default: max|value| / 127 over the values)",
+              {.min = 0, .min_open = true});
   d->add_flag("--table", *table, "size, range, smallest normal and subnormal, epsilon and decimal digits per format");
   d->add_flag("--json", *json, "print one JSON object instead");
   d->footer("VALUE...: numbers after `weft dtype`, each a decimal or scientific number, inf, -inf or nan\n"
             "(C's strtod syntax, so 0x1p-24 works too); negative ones as they are: weft dtype -inf -0.5");
-  d->callback([&run, d, scale, scale_option, table, json] {
+  d->callback([&run, d, scale, table, json] {
     std::vector<std::string> texts = d->remaining();
-    std::optional<double> chosen_scale;
-    if (scale_option->count() > 0) chosen_scale = *scale;
-    run = [=] { dtype_command(texts, chosen_scale, *table, *json); };
+    run = [=] { dtype_command(texts, *scale, *table, *json); };
   });
 }
 

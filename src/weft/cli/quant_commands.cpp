@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
 #include "weft/data/sampler.h"
@@ -49,10 +50,6 @@ std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const data::No
 }
 
 void quantize(const QuantizeOptions& o) {
-  WEFT_CHECK(o.int8 != o.int4, ValueError, "weft quantize: pass exactly one of --int8 and --int4");
-  WEFT_CHECK(!o.dynamic || o.int8, ValueError, "weft quantize: --dynamic applies to --int8 only");
-  WEFT_CHECK(o.calibration_batches > 0 && o.batch_size > 0, ValueError,
-             "weft quantize: --calib and --batch-size must be positive");
   if (o.threads > 0) set_num_threads(o.threads);
   const std::string source = infer::model_file(o.checkpoint);
   infer::LoadedModel loaded = infer::load_model(source, {.dataset = o.dataset});
@@ -117,21 +114,37 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   auto int4 = q->add_flag("--int4", o->int4, "int4 weights of Linear layers in groups; f32 activations");
   int8->excludes(int4);
   q->add_flag("--dynamic", o->dynamic, "int8: activation scales per batch at run time instead of calibrated");
-  q->add_option("--calib", o->calibration_batches, "calibration batches from the training split (static int8)")
-      ->capture_default_str();
-  q->add_option("--observer", o->observer, "minmax | percentile")
-      ->check(CLI::IsMember({"minmax", "percentile"}))->capture_default_str();
-  q->add_option("--percentile", o->percentile, "for --observer percentile")->capture_default_str();
-  q->add_option("--group-size", o->group_size, "int4 group size")->capture_default_str()->check(CLI::PositiveNumber);
-  q->add_option("--batch-size", o->batch_size, "calibration batch size")->capture_default_str();
-  q->add_option("--seed", o->seed, "which training images calibrate")->capture_default_str();
+  const Accepts<int64_t> count{.min = 1, .max = train::kMaxCount};
+  // The flags that only static int8 (calibrated) reads, and the one only int4 reads.
+  const std::vector<CLI::Option*> calibration = {
+      number_flag(q, "--calib", o->calibration_batches, "calibration batches from the training split (static int8)",
+                  count),
+      q->add_option("--observer", o->observer, "minmax | percentile")
+          ->check(one_of({"minmax", "percentile"}))->capture_default_str(),
+      number_flag(q, "--percentile", o->percentile, "for --observer percentile", {.min = 0, .max = 100, .min_open = true}),
+      number_flag(q, "--batch-size", o->batch_size, "calibration batch size", count),
+      number_flag(q, "--seed", o->seed, "which training images calibrate")};
+  CLI::Option* group_size = number_flag(q, "--group-size", o->group_size, "int4 group size", count);
   q->add_option("--dataset", o->dataset,
                 "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+      ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str();
   q->add_option("--data-dir", o->data_dir)->capture_default_str();
-  q->add_option("--threads", o->threads)->capture_default_str();
+  number_flag(q, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   q->add_flag("--json", o->json, "print the result as one JSON object on the last line");
-  q->callback([&run, o] { run = [o] { quantize(*o); }; });
+  q->callback([&run, o, calibration, group_size] {
+    WEFT_CHECK(o->int8 != o->int4, ValueError, "weft quantize: pass exactly one of --int8 and --int4");
+    WEFT_CHECK(!o->dynamic || o->int8, ValueError, "--dynamic: applies to --int8 only");
+    // A value typed for a flag this scheme does not read would be silently ignored.
+    const char* scheme = o->int4 ? "--int4" : "--int8 --dynamic";
+    for (CLI::Option* option : calibration)
+      WEFT_CHECK(option->count() == 0 || (o->int8 && !o->dynamic), ValueError, option->get_name(),
+                 ": is not a flag of ", scheme, " (only static --int8 calibrates)");
+    WEFT_CHECK(group_size->count() == 0 || o->int4, ValueError, "--group-size: is not a flag of --int8 (only --int4 "
+               "groups weights)");
+    WEFT_CHECK(o->observer == "percentile" || calibration[2]->count() == 0, ValueError,
+               "--percentile: is not a flag of --observer ", o->observer, " (give --observer percentile)");
+    run = [o] { quantize(*o); };
+  });
 }
 
 }  // namespace weft::cli

@@ -181,8 +181,8 @@ Plan make_plan(const ModelDescription& model, PlanRequest request) {
 
 int64_t parse_parameter_count(std::string_view text) {
   auto fail = [&](const char* why) {
-    return ValueError(str("plan: cannot read --params '", text, "' as a parameter count (", why,
-                          "); expected a positive whole number such as 124e6, 7B or 70e9"));
+    return ValueError(str("--params: must be a whole number of parameters from 1 to 1e15, such as 124e6, 7B or 70e9, ",
+                          "got '", text, "' (", why, ")"));
   };
   std::string s(text);
   double scale = 1;

@@ -4,7 +4,8 @@
 // The options every task shares come first; each task's own ones sit in their own struct below.
 // An option left unset (std::nullopt) takes the task's default, which the task states beside
 // its definition (train/task.h); a value the user gave is used as given or refused with a
-// ValueError naming the flag, never replaced.
+// ValueError naming the flag, never replaced. validate() is that refusal, in the format of
+// core/flag_value.h; the bounds below are part of it.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,12 @@
 #include "weft/optim/kind.h"
 
 namespace weft::train {
+
+// The largest values the options take: more than any run here finishes, and small enough that
+// what the trainer multiplies (planned steps, batches per epoch, tokens per batch) fits int64.
+inline constexpr int64_t kMaxSteps = 1'000'000'000'000;  // --steps, and what --epochs or --time-limit plan
+inline constexpr int64_t kMaxCount = int64_t{1} << 30;    // a batch, a GPT's sizes, steps between logs
+inline constexpr int kMaxThreads = 1024;                  // --threads and --prefetch
 
 // --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files).
 struct ImageOptions {
@@ -86,6 +93,9 @@ struct TrainOptions {
   TextOptions text;
 
   bool is_image_task() const { return model == "mlp" || model == "cnn"; }
+  // Every field against what its flag accepts: ValueError naming the first flag that is not. The
+  // CLI calls it as soon as the flags are parsed, train() before it reads anything.
+  void validate() const;
   nlohmann::json to_json() const;
 };
 
