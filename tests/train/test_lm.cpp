@@ -219,7 +219,7 @@ TEST_F(LMTest, SentencePieceTokenizerTravelsWithTheCheckpoint) {
 TEST_F(LMTest, RejectsBadOptionsAndData) {
   TrainOptions o = small();
   o.text.vocab = 100;
-  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--vocab 100 is smaller than the tokenizer's vocabulary of 256"));
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--vocab: must be at least the tokenizer's vocabulary of 256, got '100'"));
   o = small();
   o.grad_accum = 3;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--grad-accum: must divide --batch-size"));

@@ -181,7 +181,7 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       "Activations come from the layers' shapes and what weft's ops keep for the backward; the total is the\n"
       "predicted peak of one training step per device. Sizes print in bytes, decimal GB and binary GiB.");
   c->add_option("--model", f->model, "a built-in model: mlp | cnn | gpt (GPT-2 small unless the flags below change it)")
-      ->check(CLI::IsMember({"mlp", "cnn", "gpt"}));
+      ->check(one_of({"mlp", "cnn", "gpt"}));
   c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
   const std::vector<CLI::Option*> architecture = {
       number_flag(c, "--layers", f->gpt.layers, "GPT: transformer blocks", {.min = 1}),

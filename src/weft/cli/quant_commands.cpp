@@ -41,7 +41,11 @@ std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const data::No
   data::ImageDataset train_data = data::load_mnist_idx(o.data_dir, true, normalization);
   std::vector<int64_t> order = data::RandomSampler(train_data.size(), o.seed).indices(0);
   std::vector<Tensor> batches;
-  for (int64_t b = 0; b < o.calibration_batches && b * o.batch_size < train_data.size(); ++b) {
+  const int64_t available = (train_data.size() + o.batch_size - 1) / o.batch_size;
+  WEFT_CHECK(o.calibration_batches <= available, ValueError, "--calib: must be at most ", available,
+             ", the batches of --batch-size ", o.batch_size, " in the ", train_data.size(), " training images, got '",
+             o.calibration_batches, "'");
+  for (int64_t b = 0; b < o.calibration_batches; ++b) {
     auto begin = order.begin() + b * o.batch_size;
     auto end = order.begin() + std::min<int64_t>((b + 1) * o.batch_size, train_data.size());
     batches.push_back(train_data.get_batch({begin, end}).inputs);

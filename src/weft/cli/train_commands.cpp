@@ -106,16 +106,7 @@ void info(const std::string& path, bool json) {
 // is the vocabulary's ValueError, naming the flag.
 template <typename T, typename Parse, typename Name>
 void named_option(CLI::App* app, const std::string& flag, T& target, Parse parse, Name name, const std::string& help) {
-  app->add_option_function<std::string>(
-         flag,
-         [&target, parse, flag](const std::string& value) {
-           try {
-             target = parse(value);
-           } catch (const ValueError& e) {
-             throw CLI::ValidationError(flag, e.what());
-           }
-         },
-         help)
+  app->add_option_function<std::string>(flag, [&target, parse](const std::string& value) { target = parse(value); }, help)
       ->default_str(name(target));
 }
 
@@ -169,7 +160,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   number_flag(t, "--prefetch", o->prefetch, "batches prepared ahead in the background");
   t->add_option("--profile", o->profile_trace,
                 "record --profile-steps into this Chrome trace (Perfetto opens it) and print the top ops");
-  t->add_option_function<std::string>(
+  CLI::Option* profile_steps = t->add_option_function<std::string>(
       "--profile-steps",
       [o](const std::string& range) {
         const size_t colon = range.find(':');
@@ -200,9 +191,11 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       t->add_option("--data", text.data, "GPT: text files or directories (default: the fortunes), or random"),
       number_flag(t, "--val-fraction", text.val_fraction, "GPT: documents held out for validation"),
       number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
-  t->callback([&run, o, json, image_only, gpt_only] {
+  t->callback([&run, o, json, image_only, gpt_only, profile_steps] {
     for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
       WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ", o->model);
+    WEFT_CHECK(profile_steps->count() == 0 || !o->profile_trace.empty(), ValueError,
+               "--profile-steps: is not a flag without --profile (the trace they are recorded into)");
     o->validate();
     run = [o, json] { train(*o, *json); };
   });

@@ -27,8 +27,16 @@ static void check_shape(const Shape& shape, const char* op) {
     WEFT_CHECK(s >= 0, ShapeError, op, ": negative size in shape ", shape_str(shape));
 }
 
+// Sizes multiplied from flags or file headers can overflow before they reach the allocator, which
+// would then be asked for the wrapped-around remainder: the product is checked here.
 static Storage allocate_for(const Shape& shape, DType dtype, Device device) {
-  size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  size_t nbytes = dtype_size(dtype);
+  bool overflow = false;
+  for (int64_t s : shape) overflow |= __builtin_mul_overflow(nbytes, static_cast<size_t>(s), &nbytes);
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  if (empty) nbytes = 0;
+  WEFT_CHECK(!overflow || empty, OutOfMemoryError, "out of memory: a tensor ", shape_str(shape), " ",
+             dtype_name(dtype), " would take more than 2^64 bytes");
   return Storage::allocate(nbytes, device, str("tensor ", shape_str(shape), " ", dtype_name(dtype)));
 }
 

@@ -12,7 +12,7 @@
 namespace weft::nn {
 
 void GPTConfig::check() const {
-  check_flag("--layers", layers, {.min = 1});
+  check_flag("--layers", layers, {.min = 1, .max = kMaxGptLayers});
   check_flag("--heads", heads, {.min = 1});
   check_flag("--dim", dim, {.min = 1});
   WEFT_CHECK(dim % heads == 0, ValueError, "--dim: must be a multiple of --heads (", heads, "), got '", dim, "'");

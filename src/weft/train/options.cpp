@@ -2,6 +2,7 @@
 
 #include "weft/core/error.h"
 #include "weft/core/flag_value.h"
+#include "weft/nn/gpt.h"
 
 namespace weft::train {
 
@@ -35,6 +36,8 @@ void TrainOptions::validate() const {
   if (weight_decay) check_flag("--weight-decay", *weight_decay, non_negative);
   check_choice("--schedule", schedule, {"constant", "step", "cosine"});
   if (warmup) check_flag("--warmup", *warmup, {.min = 0, .max = kMaxSteps});
+  WEFT_CHECK(!warmup || schedule == "cosine", ValueError, "--warmup: is not a flag of --schedule ", schedule,
+             " (only cosine warms up)");
   if (clip_grad) check_flag("--clip-grad", *clip_grad, non_negative);
   check_flag("--grad-accum", grad_accum, {.min = 1, .max = kMaxCount});
   WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
@@ -48,9 +51,9 @@ void TrainOptions::validate() const {
   check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
   check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
   check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});
+  if (text.layers) check_flag("--layers", *text.layers, {.min = 1, .max = nn::kMaxGptLayers});
   const std::pair<const char*, const std::optional<int64_t>&> sizes[] = {
-      {"--layers", text.layers}, {"--heads", text.heads}, {"--dim", text.dim}, {"--context", text.context},
-      {"--vocab", text.vocab}};
+      {"--heads", text.heads}, {"--dim", text.dim}, {"--context", text.context}, {"--vocab", text.vocab}};
   for (const auto& [flag, size] : sizes)
     if (size) check_flag(flag, *size, {.min = 1, .max = kMaxCount});
   check_flag("--dropout", text.dropout, {.min = 0, .max = 1, .max_open = true});

@@ -264,6 +264,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   if (saved_plan > 0 && saved_plan != planned_steps && o.schedule == "cosine")
     log << "note: the run was planned for " << saved_plan << " steps and now runs " << planned_steps
         << "; the cosine schedule is re-planned over " << planned_steps << " steps from here\n";
+  WEFT_CHECK(!o.warmup || *o.warmup <= planned_steps, ValueError, "--warmup: must be at most the ", planned_steps,
+             " steps this run plans, got '", o.warmup.value_or(0), "'");
   const int64_t warmup = o.warmup.value_or(d.warmup.value_or(std::min<int64_t>(100, planned_steps / 10)));
   const std::unique_ptr<optim::LRSchedule> schedule = make_schedule(o.schedule, lr, warmup, planned_steps, steps_per_epoch);
   const int64_t eval_every = o.eval_every.value_or(d.eval_every.value_or(steps_per_epoch));
