@@ -182,7 +182,8 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       "predicted peak of one training step per device. Sizes print in bytes, decimal GB and binary GiB.");
   c->add_option("--model", f->model, "a built-in model: mlp | cnn | gpt (GPT-2 small unless the flags below change it)")
       ->check(one_of({"mlp", "cnn", "gpt"}));
-  c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
+  CLI::Option* params =
+      c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
   const std::vector<CLI::Option*> architecture = {
       number_flag(c, "--layers", f->gpt.layers, "GPT: transformer blocks", {.min = 1}),
       number_flag(c, "--hidden,--dim", f->gpt.dim, "GPT: model width", {.min = 1}),
@@ -200,7 +201,8 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
   c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward");
   c->add_option("--device,--gpu", f->device, memory::device_names())->capture_default_str();
   c->add_flag("--json", f->json, "print the plan as one JSON object on the last line");
-  c->callback([&run, f, architecture, batch] {
+  c->callback([&run, f, architecture, batch, params] {
+    if (params->count() > 0) memory::parse_parameter_count(f->params);
     for (CLI::Option* option : architecture)
       if (option->count() > 0) f->architecture_flags.push_back(option->get_name());
     f->batch_given = batch->count() > 0;

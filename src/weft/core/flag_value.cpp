@@ -21,9 +21,9 @@ template <typename T>
 std::string expectation(const Accepts<T>& a, bool too_large) {
   using Limits = std::numeric_limits<T>;
   if constexpr (std::is_integral_v<T>) {
-    if (a.min == Limits::lowest() && a.max == Limits::max())
-      return too_large ? str("a whole number of at most ", text_of(a.max)) : str("a whole number of at least ", text_of(a.min));
-    if (a.max != Limits::max() || too_large) return str("a whole number from ", text_of(a.min), " to ", text_of(a.max));
+    if (a.max != Limits::max() || (too_large && a.min != Limits::lowest()))
+      return str("a whole number from ", text_of(a.min), " to ", text_of(a.max));
+    if (too_large) return str("a whole number of at most ", text_of(a.max));
     if (a.min == 0) return "a non-negative whole number";
     if (a.min == 1) return "a positive whole number";
     return str("a whole number of at least ", text_of(a.min));

@@ -30,7 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kDefaultLayers = 4, kDefaultHeads = 4, kDefaultDim = 128, kDefaultContext = 128;
 // --data random: enough distinct windows that no two steps of a benchmark see the same batch.
 constexpr int64_t kRandomTrainTokens = 1 << 20, kRandomValTokens = 1 << 16;
 
@@ -111,10 +110,10 @@ nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<infer::Sa
     if (flag) return *flag;
     return saved ? (*saved).config.*field : fallback;
   };
-  nn::GPTConfig c{.layers = pick(o.layers, &nn::GPTConfig::layers, kDefaultLayers),
-                  .heads = pick(o.heads, &nn::GPTConfig::heads, kDefaultHeads),
-                  .dim = pick(o.dim, &nn::GPTConfig::dim, kDefaultDim),
-                  .context = pick(o.context, &nn::GPTConfig::context, kDefaultContext),
+  nn::GPTConfig c{.layers = pick(o.layers, &nn::GPTConfig::layers, TextOptions::kDefaultLayers),
+                  .heads = pick(o.heads, &nn::GPTConfig::heads, TextOptions::kDefaultHeads),
+                  .dim = pick(o.dim, &nn::GPTConfig::dim, TextOptions::kDefaultDim),
+                  .context = pick(o.context, &nn::GPTConfig::context, TextOptions::kDefaultContext),
                   .vocab = pick(o.vocab, &nn::GPTConfig::vocab, tokenizer_vocab),
                   .dropout = o.dropout};
   c.check();
@@ -223,6 +222,8 @@ class LanguageTask : public Task {
 };
 
 }  // namespace
+
+const TaskDefaults& language_task_defaults() { return kTextDefaults; }
 
 std::unique_ptr<Task> make_language_task(const TrainOptions& o, std::ostream& log) {
   return std::make_unique<LanguageTask>(o, log);

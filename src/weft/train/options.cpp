@@ -56,6 +56,11 @@ void TrainOptions::validate() const {
       {"--heads", text.heads}, {"--dim", text.dim}, {"--context", text.context}, {"--vocab", text.vocab}};
   for (const auto& [flag, size] : sizes)
     if (size) check_flag(flag, *size, {.min = 1, .max = kMaxCount});
+  // Resuming, an unset size is the checkpoint's, checked when it is read.
+  if (resume_dir.empty() || (text.dim && text.heads)) {
+    const int64_t heads = text.heads.value_or(TextOptions::kDefaultHeads), dim = text.dim.value_or(TextOptions::kDefaultDim);
+    WEFT_CHECK(dim % heads == 0, ValueError, "--dim: must be a multiple of --heads (", heads, "), got '", dim, "'");
+  }
   check_flag("--dropout", text.dropout, {.min = 0, .max = 1, .max_open = true});
   check_flag("--val-fraction", text.val_fraction, {.min = 0, .max = 1, .min_open = true, .max_open = true});
   check_flag("--eval-windows", text.eval_windows, {.min = 0});

@@ -33,8 +33,9 @@ struct ImageOptions {
 
 // --model gpt: a GPT learning the next token of a text corpus (docs/gpt.md).
 struct TextOptions {
-  // The architecture. Unset: the checkpoint's when resuming, otherwise 4 layers, 4 heads, width
-  // 128, context 128, and the tokenizer's vocabulary. A value given is checked as given.
+  // The architecture. Unset: the checkpoint's when resuming, otherwise these, and the tokenizer's
+  // vocabulary. A value given is checked as given.
+  static constexpr int64_t kDefaultLayers = 4, kDefaultHeads = 4, kDefaultDim = 128, kDefaultContext = 128;
   std::optional<int64_t> layers, heads, dim, context, vocab;
   double dropout = 0;
   std::string tokenizer;          // "byte" or a SentencePiece model file; "": the checkpoint's when resuming, else byte

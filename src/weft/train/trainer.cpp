@@ -148,7 +148,13 @@ std::string fixed(double value, int decimals) {
 std::unique_ptr<Task> make_task(const TrainOptions& o, std::ostream& log) {
   if (o.is_image_task()) return make_image_task(o, log);
   if (o.model == "gpt") return make_language_task(o, log);
-  throw ValueError(str("unknown model '", o.model, "': expected mlp, cnn or gpt"));
+  throw ValueError(str("--model: must be one of mlp, cnn, gpt, got '", o.model, "'"));
+}
+
+const TaskDefaults& task_defaults(const std::string& model) {
+  if (model == "mlp" || model == "cnn") return image_task_defaults();
+  if (model == "gpt") return language_task_defaults();
+  throw ValueError(str("--model: must be one of mlp, cnn, gpt, got '", model, "'"));
 }
 
 nlohmann::json TrainResult::to_json() const {
@@ -170,6 +176,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   const Clock::time_point start = Clock::now();
   o.validate();
   check_precision(o.precision, log);
+  const int64_t batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
+  WEFT_CHECK(batch_size % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
+             ", the task's default) so that every micro-batch has batch-size / grad-accum samples, got '",
+             o.grad_accum, "'");
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
 
@@ -196,10 +206,6 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
                            error.requested_bytes);
   }
   const TaskDefaults& d = task->defaults();
-  const int64_t batch_size = o.batch_size.value_or(d.batch_size);
-  WEFT_CHECK(batch_size % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
-             ", the task's default) so that every micro-batch has batch-size / grad-accum samples, got '",
-             o.grad_accum, "'");
   const bool adaptive = o.optimizer == optim::OptimizerKind::adam || o.optimizer == optim::OptimizerKind::adamw;
   const double lr = o.lr.value_or(adaptive ? d.adam_lr : d.sgd_lr);
   const double clip_grad = o.clip_grad.value_or(d.clip_grad);
