@@ -34,10 +34,10 @@ double parse_value(const std::string& text) {
   errno = 0;
   double value = std::strtod(begin, &end);
   bool whole = !text.empty() && !std::isspace(static_cast<unsigned char>(text[0])) && end != begin && *end == '\0';
-  WEFT_CHECK(whole, ValueError, "expected a number (such as 0.1, -2.5e-3, 70000, inf, -inf, nan) or one of --scale, "
-             "--table, --json; got '", text, "'");
-  WEFT_CHECK(!(errno == ERANGE && std::isinf(value)), ValueError, "'", text,
-             "' is beyond f64's range (largest finite 1.7976931348623157e+308); give a smaller number or inf");
+  WEFT_CHECK(whole, ValueError, "VALUE: must be a number such as 0.1, -2.5e-3, 70000, inf, -inf or nan (or one of the ",
+             "flags --scale, --table, --json), got '", text, "'");
+  WEFT_CHECK(!(errno == ERANGE && std::isinf(value)), ValueError, "VALUE: must be within f64's range (largest finite ",
+             "1.7976931348623157e+308) or inf, got '", text, "'");
   return value;
 }
 
@@ -209,9 +209,8 @@ std::pair<double, std::string> choose_scale(std::optional<double> given, const s
   return {1.0, "1: no finite non-zero value to take max|value| / 127 from (--scale S to choose)"};
 }
 
-void show_values(const std::vector<std::string>& texts, std::optional<double> scale_option, nlohmann::json* json) {
-  std::vector<double> values;
-  for (const std::string& text : texts) values.push_back(parse_value(text));
+void show_values(const std::vector<std::string>& texts, const std::vector<double>& values,
+                 std::optional<double> scale_option, nlohmann::json* json) {
   auto [scale, scale_source] = choose_scale(scale_option, values);
   if (json) {
     (*json)["int8_scale"] = scale;
@@ -290,12 +289,15 @@ void show_table(nlohmann::json* json) {
 void dtype_command(const std::vector<std::string>& texts, std::optional<double> scale, bool table, bool json) {
   WEFT_CHECK(table || !texts.empty(), ValueError,
              "weft dtype needs at least one VALUE (such as 0.1 or 70000) or --table; see weft dtype --help");
+  // Every value is read before anything is printed.
+  std::vector<double> values;
+  for (const std::string& text : texts) values.push_back(parse_value(text));
   nlohmann::json out = nlohmann::json::object();
   nlohmann::json* json_out = json ? &out : nullptr;
   if (table) show_table(json_out);
   if (!texts.empty()) {
     if (table && !json) std::printf("\n");
-    show_values(texts, scale, json_out);
+    show_values(texts, values, scale, json_out);
   }
   if (json) std::cout << out.dump() << "\n";
 }
