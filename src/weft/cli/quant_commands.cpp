@@ -120,12 +120,14 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   q->add_flag("--dynamic", o->dynamic, "int8: activation scales per batch at run time instead of calibrated");
   const Accepts<int64_t> count{.min = 1, .max = train::kMaxCount};
   // The flags that only static int8 (calibrated) reads, and the one only int4 reads.
+  CLI::Option* percentile =
+      number_flag(q, "--percentile", o->percentile, "for --observer percentile", {.min = 0, .max = 100, .min_open = true});
   const std::vector<CLI::Option*> calibration = {
       number_flag(q, "--calib", o->calibration_batches, "calibration batches from the training split (static int8)",
                   count),
       q->add_option("--observer", o->observer, "minmax | percentile")
           ->check(one_of({"minmax", "percentile"}))->capture_default_str(),
-      number_flag(q, "--percentile", o->percentile, "for --observer percentile", {.min = 0, .max = 100, .min_open = true}),
+      percentile,
       number_flag(q, "--batch-size", o->batch_size, "calibration batch size", count),
       number_flag(q, "--seed", o->seed, "which training images calibrate")};
   CLI::Option* group_size = number_flag(q, "--group-size", o->group_size, "int4 group size", count);
@@ -135,7 +137,7 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   q->add_option("--data-dir", o->data_dir)->capture_default_str();
   number_flag(q, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   q->add_flag("--json", o->json, "print the result as one JSON object on the last line");
-  q->callback([&run, o, calibration, group_size] {
+  q->callback([&run, o, calibration, percentile, group_size] {
     WEFT_CHECK(o->int8 != o->int4, ValueError, "weft quantize: pass exactly one of --int8 and --int4");
     WEFT_CHECK(!o->dynamic || o->int8, ValueError, "--dynamic: applies to --int8 only");
     // A value typed for a flag this scheme does not read would be silently ignored.
@@ -145,7 +147,7 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
                  ": is not a flag of ", scheme, " (only static --int8 calibrates)");
     WEFT_CHECK(group_size->count() == 0 || o->int4, ValueError, "--group-size: is not a flag of --int8 (only --int4 "
                "groups weights)");
-    WEFT_CHECK(o->observer == "percentile" || calibration[2]->count() == 0, ValueError,
+    WEFT_CHECK(o->observer == "percentile" || percentile->count() == 0, ValueError,
                "--percentile: is not a flag of --observer ", o->observer, " (give --observer percentile)");
     run = [o] { quantize(*o); };
   });

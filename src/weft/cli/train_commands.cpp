@@ -126,7 +126,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
                "adamw | adam | momentum (SGD with momentum 0.9) | sgd");
   number_flag(t, "--lr", o->lr, "learning rate (default: adam(w) 4e-3 for mlp and cnn, 2e-3 for gpt; sgd 0.1)");
   number_flag(t, "--weight-decay", o->weight_decay,
-                  "adamw: decoupled (default 0.01; gpt 0.1); the others: an L2 penalty (default 0)");
+              "adamw: decoupled (default 0.01; gpt 0.1); the others: an L2 penalty (default 0)");
   t->add_option("--schedule", o->schedule, "constant | step (x0.5 per epoch) | cosine (after a warmup, to zero at the end)")
       ->check(one_of({"constant", "step", "cosine"}))->capture_default_str();
   number_flag(t, "--warmup", o->warmup, "cosine's warmup steps (default: 0; gpt 10% of the steps, at most 100)");
@@ -141,17 +141,18 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_option_function<std::string>(
       "--memory-limit",
       [o](const std::string& text) {
+        int64_t bytes = 0;
         try {
-          o->memory_limit = parse_bytes(text);
-        } catch (const ValueError&) {
-          o->memory_limit = 0;
+          bytes = parse_bytes(text);
+        } catch (const ValueError&) {  // refused below, in the flags' format
         }
-        WEFT_CHECK(o->memory_limit > 0, ValueError, "--memory-limit: must be a positive byte count below 2^63 such as ",
-                   "123, 1e9, 1.5GB or 512MiB, got '", text, "'");
+        WEFT_CHECK(bytes > 0, ValueError, "--memory-limit: must be a positive byte count below 2^63 such as 123, 1e9, ",
+                   "1.5GB or 512MiB, got '", text, "'");
+        o->memory_limit = bytes;
       },
       "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
   number_flag(t, "--eval-every", o->eval_every,
-                  "steps between evaluations and checkpoints, 0: at the end (default: every epoch; gpt at the end)");
+              "steps between evaluations and checkpoints, 0: at the end (default: every epoch; gpt at the end)");
   number_flag(t, "--log-every", o->log_every, "steps between log records");
   t->add_option("--out", o->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
   t->add_option("--resume", o->resume_dir, "continue the run saved in this directory");
@@ -165,12 +166,14 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       [o](const std::string& range) {
         const size_t colon = range.find(':');
         try {
-          if (colon == std::string::npos) throw ValueError("no colon");
-          o->profile_first_step = parse_flag<int64_t>("--profile-steps", range.substr(0, colon));
-          o->profile_last_step = parse_flag<int64_t>("--profile-steps", range.substr(colon + 1));
-        } catch (const ValueError&) {
-          throw ValueError(str("--profile-steps: must be FIRST:LAST, two step numbers, got '", range, "'"));
+          if (colon != std::string::npos) {
+            o->profile_first_step = parse_flag<int64_t>("--profile-steps", range.substr(0, colon));
+            o->profile_last_step = parse_flag<int64_t>("--profile-steps", range.substr(colon + 1));
+            return;
+          }
+        } catch (const ValueError&) {  // refused below, as the pair
         }
+        throw ValueError(str("--profile-steps: must be FIRST:LAST, two step numbers, got '", range, "'"));
       },
       "FIRST:LAST, counted from 1, both included (default 2:4)");
   t->add_flag("--json", *json, "print the result as one JSON object on the last line");
