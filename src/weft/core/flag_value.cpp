@@ -15,17 +15,21 @@ std::string text_of(T value) {
   else return std::to_string(value);
 }
 
-// What the flag takes, in words. An upper bound is named when it is the flag's own, or when the
-// value went past it.
+// Which side of the range a value fell off: below it, above it, or neither (not a number).
+enum class Side { below, above, neither };
+
+// What the flag takes, in words. A bound is named when it is the flag's own, or when the value
+// went past it.
 template <typename T>
-std::string expectation(const Accepts<T>& a, bool too_large) {
+std::string expectation(const Accepts<T>& a, Side side) {
   using Limits = std::numeric_limits<T>;
   if constexpr (std::is_integral_v<T>) {
-    if (a.max != Limits::max() || (too_large && a.min != Limits::lowest()))
+    if (a.max != Limits::max() || (side == Side::above && a.min != Limits::lowest()))
       return str("a whole number from ", text_of(a.min), " to ", text_of(a.max));
-    if (too_large) return str("a whole number of at most ", text_of(a.max));
+    if (side == Side::above) return str("a whole number of at most ", text_of(a.max));
     if (a.min == 0) return "a non-negative whole number";
     if (a.min == 1) return "a positive whole number";
+    if (a.min == Limits::lowest() && side != Side::below) return "a whole number";
     return str("a whole number of at least ", text_of(a.min));
   } else {
     if (std::isfinite(a.max))
@@ -41,8 +45,13 @@ std::string expectation(const Accepts<T>& a, bool too_large) {
 }
 
 template <typename T>
+bool takes_anything(const Accepts<T>& a) {
+  return a.min == Accepts<T>{}.min && a.max == Accepts<T>{}.max;
+}
+
+template <typename T>
 bool takes(const Accepts<T>& a, T value) {
-  if (a.min == Accepts<T>{}.min && a.max == Accepts<T>{}.max) return true;
+  if (takes_anything(a)) return true;
   if constexpr (std::is_floating_point_v<T>)
     if (!std::isfinite(value)) return false;
   return (a.min_open ? value > a.min : value >= a.min) && (a.max_open ? value < a.max : value <= a.max);
@@ -64,17 +73,21 @@ T parse_flag(std::string_view flag, std::string_view text, std::type_identity_t<
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   const bool whole = error == std::errc() && end == digits.data() + digits.size();
   if (error == std::errc::result_out_of_range) {
-    if constexpr (std::is_integral_v<T>) refuse(flag, expectation(accepts, /*too_large=*/digits[0] != '-'), text);
-    else if (takes(accepts, value)) refuse(flag, "a number within a double's range, 2.2e-308 to 1.8e+308 in magnitude", text);
+    if constexpr (std::is_integral_v<T>)
+      refuse(flag, expectation(accepts, digits[0] == '-' ? Side::below : Side::above), text);
+    else if (takes_anything(accepts))
+      refuse(flag, "a number within a double's range, 2.2e-308 to 1.8e+308 in magnitude", text);
   }
-  if (!whole || !takes(accepts, value))
-    refuse(flag, expectation(accepts, /*too_large=*/whole && value > accepts.max), text);
+  if (!whole) refuse(flag, expectation(accepts, Side::neither), text);
+  if (!takes(accepts, value))
+    refuse(flag, expectation(accepts, value > accepts.max ? Side::above : Side::below), text);
   return value;
 }
 
 template <typename T>
 void check_flag(std::string_view flag, T value, std::type_identity_t<Accepts<T>> accepts) {
-  if (!takes(accepts, value)) refuse(flag, expectation(accepts, value > accepts.max), text_of(value));
+  if (!takes(accepts, value))
+    refuse(flag, expectation(accepts, value > accepts.max ? Side::above : Side::below), text_of(value));
 }
 
 template int parse_flag<int>(std::string_view, std::string_view, Accepts<int>);
