@@ -123,6 +123,17 @@ std::vector<Row> rows() {
       {kPlan, "--device", {"TPU"}},
       {"plan", "--params", {"0", "-5", "abc", "1e300", "nan", "inf", "1.5", ""}},
       {"dtype 1", "--scale", positive_real},
+      // Paths and names whose empty value would read as the flag left out.
+      {kTrain, "--out", {""}},
+      {kTrain, "--resume", {""}},
+      {kTrain, "--profile", {""}},
+      {kGpt, "--tokenizer", {""}},
+      {"eval", "--checkpoint", {""}},
+      {"generate --prompt hi", "--checkpoint", {""}},
+      {kGenerate, "--tokenizer", {""}},
+      {"quantize /nonexistent/weft-run --int8", "--out", {""}},
+      {"tokenize train /nonexistent/weft-text", "--out", {""}},
+      {"tokenize encode /nonexistent/weft-text --out OUT", "--tokenizer", {""}},
   };
 }
 

@@ -4,8 +4,8 @@
 //     weft: --threads: must be a non-negative whole number, got '-4'
 // Without `accepts`, a flag takes whatever its type holds; the option type behind it checks the
 // rest (train::TrainOptions::validate, nn::GenerateOptions::check). A flag left out keeps the
-// target's value (shown in --help); an optional target stays unset. one_of does the same for a
-// flag that takes a name.
+// target's value (shown in --help); an optional target stays unset. one_of and not_empty refuse
+// names and paths in the same format.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -40,6 +40,13 @@ CLI::Option* number_flag(CLI::App* app, const std::string& name, std::optional<T
           name, [&target, flag, accepts](const std::string& text) { target = parse_flag<T>(flag, text, accepts); },
           help)
       ->type_name(std::is_integral_v<T> ? "INT" : "NUMBER");
+}
+
+// For ->check(): a path or name whose empty value would read as the flag left out (`--out ''`
+// would train without saving).
+inline CLI::Validator not_empty() {
+  return CLI::Validator(
+      [](const std::string& value) -> std::string { return value.empty() ? "must not be empty, got ''" : ""; }, "");
 }
 
 // For ->check(): a flag that takes one of `names`, refused as "--model: must be one of mlp, cnn,

@@ -65,7 +65,7 @@ void add_generate_command(CLI::App& app, std::function<void()>& run) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* g = app.add_subcommand("generate", "continue a prompt with a GPT checkpoint (weft train --model gpt --out D)");
   g->add_option("--checkpoint", f->checkpoint, "the directory weft train --out wrote, or its model.safetensors")
-      ->required();
+      ->required()->check(not_empty());
   g->add_option("--prompt", f->prompt, "the text to continue")->required();
   CLI::Option* max_tokens = number_flag(
       g, "--max-tokens", f->options.max_tokens,
@@ -74,7 +74,8 @@ void add_generate_command(CLI::App& app, std::function<void()>& run) {
   number_flag(g, "--top-k", f->options.top_k, "sample among the K most likely tokens (0: all)", {.min = 0});
   number_flag(g, "--seed", f->options.seed, "the same seed gives the same text");
   g->add_option("--tokenizer", f->tokenizer,
-                "byte or a SentencePiece model; must be the checkpoint's (default: the one saved with it)");
+                "byte or a SentencePiece model; must be the checkpoint's (default: the one saved with it)")
+      ->check(not_empty());
   number_flag(g, "--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   g->add_flag("--json", f->json, "print the result as one JSON object on the last line");
   g->callback([&run, f, max_tokens] {

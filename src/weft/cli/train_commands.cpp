@@ -154,13 +154,14 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   number_flag(t, "--eval-every", o->eval_every,
               "steps between evaluations and checkpoints, 0: at the end (default: every epoch; gpt at the end)");
   number_flag(t, "--log-every", o->log_every, "steps between log records");
-  t->add_option("--out", o->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
-  t->add_option("--resume", o->resume_dir, "continue the run saved in this directory");
+  t->add_option("--out", o->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here")->check(not_empty());
+  t->add_option("--resume", o->resume_dir, "continue the run saved in this directory")->check(not_empty());
   number_flag(t, "--seed", o->seed, "the same seed gives the same run");
   number_flag(t, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)");
   number_flag(t, "--prefetch", o->prefetch, "batches prepared ahead in the background");
   t->add_option("--profile", o->profile_trace,
-                "record --profile-steps into this Chrome trace (Perfetto opens it) and print the top ops");
+                "record --profile-steps into this Chrome trace (Perfetto opens it) and print the top ops")
+      ->check(not_empty());
   CLI::Option* profile_steps = t->add_option_function<std::string>(
       "--profile-steps",
       [o](const std::string& range) {
@@ -190,7 +191,8 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       number_flag(t, "--context", text.context, "GPT: tokens per window (default 128)"),
       number_flag(t, "--vocab", text.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
       number_flag(t, "--dropout", text.dropout, "GPT: dropout probability"),
-      t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)"),
+      t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)")
+          ->check(not_empty()),
       t->add_option("--data", text.data, "GPT: text files or directories (default: the fortunes), or random"),
       number_flag(t, "--val-fraction", text.val_fraction, "GPT: documents held out for validation"),
       number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
@@ -211,7 +213,8 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   auto batch_size = std::make_shared<int64_t>(1000);
   auto threads = std::make_shared<int>(0);
   CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");
-  e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")->required();
+  e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")
+      ->required()->check(not_empty());
   e->add_option("--model", *model, "mlp | cnn (default: what the checkpoint says)")->check(one_of({"mlp", "cnn"}));
   e->add_option("--dataset", *dataset,
                 "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
@@ -229,7 +232,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
 
   auto path = std::make_shared<std::string>();
   CLI::App* i = app.add_subcommand("info", "the tensors in a safetensors file and the model's size per number format");
-  i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required();
+  i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required()->check(not_empty());
   i->add_flag("--json", *json);
   i->callback([&run, path, json] { run = [=] { info(*path, *json); }; });
 }
