@@ -20,26 +20,25 @@
 namespace weft::cli {
 
 template <typename T>
-CLI::Option* number_flag(CLI::App* app, const std::string& name, T& target, const std::string& help,
-                         std::type_identity_t<Accepts<T>> accepts = {}) {
-  const std::string flag = name.substr(0, name.find(','));
-  return app
-      ->add_option_function<std::string>(
-          name, [&target, flag, accepts](const std::string& text) { target = parse_flag<T>(flag, text, accepts); },
-          help)
-      ->type_name(std::is_integral_v<T> ? "INT" : "NUMBER")
-      ->default_str(std::is_floating_point_v<T> ? shortest(static_cast<double>(target)) : std::to_string(target));
-}
-
+struct FlagValueType {
+  using type = T;
+};
 template <typename T>
-CLI::Option* number_flag(CLI::App* app, const std::string& name, std::optional<T>& target, const std::string& help,
+struct FlagValueType<std::optional<T>> {
+  using type = T;
+};
+
+// `target` is a T (int, int64_t, uint64_t, double) or a std::optional<T>.
+template <typename Target, typename T = typename FlagValueType<Target>::type>
+CLI::Option* number_flag(CLI::App* app, const std::string& name, Target& target, const std::string& help,
                          std::type_identity_t<Accepts<T>> accepts = {}) {
   const std::string flag = name.substr(0, name.find(','));
-  return app
-      ->add_option_function<std::string>(
-          name, [&target, flag, accepts](const std::string& text) { target = parse_flag<T>(flag, text, accepts); },
-          help)
-      ->type_name(std::is_integral_v<T> ? "INT" : "NUMBER");
+  CLI::Option* option = app->add_option_function<std::string>(
+      name, [&target, flag, accepts](const std::string& text) { target = parse_flag<T>(flag, text, accepts); }, help);
+  option->type_name(std::is_integral_v<T> ? "INT" : "NUMBER");
+  if constexpr (std::is_same_v<Target, T>)
+    option->default_str(std::is_floating_point_v<T> ? shortest(static_cast<double>(target)) : std::to_string(target));
+  return option;
 }
 
 // For ->check(): a path or name whose empty value would read as the flag left out (`--out ''`
