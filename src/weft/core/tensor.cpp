@@ -42,12 +42,14 @@ static Storage allocate_for(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape, "empty");
-  return make_tensor(allocate_for(shape, dtype, device), shape, contiguous_strides(shape), 0, dtype);
+  Storage storage = allocate_for(shape, dtype, device);  // first: it refuses sizes whose strides would overflow
+  return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
 Tensor Tensor::empty_fortran(const Shape& shape, DType dtype) {
   check_shape(shape, "empty_fortran");
-  return make_tensor(allocate_for(shape, dtype, Device::cpu()), shape, fortran_strides(shape), 0, dtype);
+  Storage storage = allocate_for(shape, dtype, Device::cpu());  // first, as in empty
+  return make_tensor(std::move(storage), shape, fortran_strides(shape), 0, dtype);
 }
 
 Tensor Tensor::empty_like(const Tensor& like, DType dtype) {
