@@ -72,8 +72,8 @@ TEST_F(CliTest, UnwritableOutExitsTwo) {
 
 TEST_F(CliTest, BadPrecisionAndMemoryOptionsExitTwo) {
   expect_usage_error(weft_cli("train --precision int8"), "--precision");
-  expect_usage_error(weft_cli("train --grad-accum 3"), "--grad-accum 3 must be a positive divisor of --batch-size 128");
-  expect_usage_error(weft_cli("train --grad-accum 0"), "--grad-accum 0");
+  expect_usage_error(weft_cli("train --grad-accum 3"), "--grad-accum: must divide --batch-size (128, the task's default)");
+  expect_usage_error(weft_cli("train --grad-accum 0"), "--grad-accum: must be a whole number from 1 to 1073741824, got '0'");
   expect_usage_error(weft_cli("train --memory-limit lots"), "lots");
 }
 
@@ -84,11 +84,13 @@ TEST_F(CliTest, Bf16OnACpuWithoutAvx512ExitsTwo) {
   unsetenv("ONEDNN_MAX_CPU_ISA");
 }
 
-// Smaller batches cannot help when the data itself does not fit: one line naming the tensor.
+// Smaller batches cannot help when the data itself does not fit: one line with the limit and what
+// loading the data asked for.
 TEST_F(CliTest, MemoryLimitBelowTheDatasetExitsTwoNamingTheTensor) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
   expect_usage_error(weft_cli("train --model cnn --auto-batch --memory-limit 8MiB --limit-train-batches 1"),
-                     "out of memory: tried to allocate 44.86 MiB for tensor [60000, 28, 28] u8; limit 8.00 MiB");
+                     "the memory limit of 8.00 MiB (--memory-limit) is below what the training data itself needs: "
+                     "loading it could not allocate 44.86 MiB more");
 }
 
 TEST_F(CliTest, MalformedCheckpointsExitTwo) {

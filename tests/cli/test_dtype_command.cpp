@@ -118,10 +118,11 @@ TEST(DtypeCommandTest, BadInputExitsTwoWithOneLine) {
   expect_usage_error(weft_cli("dtype 0.1 1.2.3"), "'1.2.3'");
   expect_usage_error(weft_cli("dtype --jsn 1"), "'--jsn'");
   expect_usage_error(weft_cli("dtype"), "--table");
-  expect_usage_error(weft_cli("dtype 1e400"), "beyond f64's range");
-  expect_usage_error(weft_cli("dtype --scale 0 1"), "--scale must be a positive finite number, got 0");
-  expect_usage_error(weft_cli("dtype --scale -1 1"), "got -1");
-  expect_usage_error(weft_cli("dtype --scale inf 1"), "got inf");
+  expect_usage_error(weft_cli("dtype 1e400"), "VALUE: must be within f64's range");
+  expect_usage_error(weft_cli("dtype --table abc"), "VALUE: must be a number such as 0.1");
+  expect_usage_error(weft_cli("dtype --scale 0 1"), "--scale: must be a finite positive number, got '0'");
+  expect_usage_error(weft_cli("dtype --scale -1 1"), "got '-1'");
+  expect_usage_error(weft_cli("dtype --scale inf 1"), "got 'inf'");
   expect_usage_error(weft_cli("dtype --scale nan 1"), "--scale");
   expect_usage_error(weft_cli("dtype --scale x 1"), "--scale");
 }

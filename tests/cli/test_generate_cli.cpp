@@ -98,10 +98,10 @@ TEST_F(GenerateCli, RejectsBadInputsWithOneLine) {
   expect_usage_error(weft_cli("generate --checkpoint " + sentencepiece_checkpoint() + " --prompt 'x' --tokenizer byte"),
                      "tokenizer byte (byte) does not match the checkpoint");
   expect_usage_error(weft_cli("generate --checkpoint /nonexistent/run --prompt 'line'"), "/nonexistent/run");
-  expect_usage_error(generate("--prompt ''"), "--prompt is empty");
-  expect_usage_error(generate("--prompt 'line' --temperature -1"), "--temperature must be 0 (greedy) or positive");
-  expect_usage_error(generate("--prompt 'line' --top-k -2"), "--top-k must be 0 (every token) or positive");
-  expect_usage_error(generate("--prompt 'line' --max-tokens -1"), "--max-tokens must not be negative");
+  expect_usage_error(generate("--prompt ''"), "--prompt: must not be empty");
+  expect_usage_error(generate("--prompt 'line' --temperature -1"), "--temperature: must be a finite non-negative number, got '-1'");
+  expect_usage_error(generate("--prompt 'line' --top-k -2"), "--top-k: must be a non-negative whole number, got '-2'");
+  expect_usage_error(generate("--prompt 'line' --max-tokens -1"), "--max-tokens: must be a non-negative whole number, got '-1'");
   expect_usage_error(weft_cli("generate --prompt 'line'"), "--checkpoint is required");
 }
 

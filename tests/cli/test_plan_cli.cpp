@@ -84,15 +84,15 @@ TEST(PlanCliTest, HelpStatesTheConvention) {
 }
 
 TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
-  expect_usage_error("--model cnn --batch 0", "--batch must be a positive");
-  expect_usage_error("--model cnn --batch -3", "--batch must be a positive");
-  expect_usage_error("--model cnn --world 0", "--world must be a positive");
-  expect_usage_error("--model cnn --world 3 --batch 128", "--world 3 must divide --batch 128");
-  expect_usage_error("--model cnn --zero 4", "ZeRO stage 0, 1, 2 or 3");
-  expect_usage_error("--model cnn --zero -1", "ZeRO stage 0, 1, 2 or 3");
-  expect_usage_error("--layers 12 --hidden 768 --heads 5", "--heads 5 must divide --hidden 768");
-  expect_usage_error("--layers 0", "--layers must be a positive");
-  expect_usage_error("--model gpt --vocab -1", "--vocab must be a positive");
+  expect_usage_error("--model cnn --batch 0", "--batch: must be a positive whole number, got '0'");
+  expect_usage_error("--model cnn --batch -3", "--batch: must be a positive whole number, got '-3'");
+  expect_usage_error("--model cnn --world 0", "--world: must be a positive whole number");
+  expect_usage_error("--model cnn --world 3 --batch 128", "--world: must divide --batch (128) so that data parallelism gives each device batch / world samples, got '3'");
+  expect_usage_error("--model cnn --zero 4", "--zero: must be a whole number from 0 to 3, got '4'");
+  expect_usage_error("--model cnn --zero -1", "--zero: must be a whole number from 0 to 3");
+  expect_usage_error("--layers 12 --hidden 768 --heads 5", "--heads: must divide --hidden (768)");
+  expect_usage_error("--layers 0", "--layers: must be a positive whole number");
+  expect_usage_error("--model gpt --vocab -1", "--vocab: must be a positive whole number");
   expect_usage_error("--params 0", "--params");
   expect_usage_error("--params -5", "--params");
   expect_usage_error("--params lots", "--params");

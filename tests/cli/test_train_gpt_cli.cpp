@@ -27,14 +27,14 @@ TEST(TrainGptCli, PrintsTheResultAsJson) {
 }
 
 TEST(TrainGptCli, RejectsFlagsOfAnotherModel) {
-  expect_usage_error(weft_cli("train --model cnn --layers 2"), "--layers is not a flag of --model cnn");
-  expect_usage_error(weft_cli("train --model gpt --dataset mnist"), "--dataset is not a flag of --model gpt");
-  expect_usage_error(weft_cli("train --model cnn --tokenizer byte"), "--tokenizer is not a flag of --model cnn");
-  expect_usage_error(weft_cli("train --model mlp --epochs 0"), "--epochs must be a positive number, got 0");
-  expect_usage_error(weft_cli("train --model gpt --steps 0"), "--steps must be positive, got 0");
-  expect_usage_error(weft_cli("train --optimizer lion"), "unknown optimizer 'lion'");
-  expect_usage_error(weft_cli("train --profile t.json --profile-steps 3"), "expected FIRST:LAST");
-  expect_usage_error(weft_cli("train --profile t.json --profile-steps 4:2"), "1 <= FIRST <= LAST, got 4:2");
+  expect_usage_error(weft_cli("train --model cnn --layers 2"), "--layers: is not a flag of --model cnn");
+  expect_usage_error(weft_cli("train --model gpt --dataset mnist"), "--dataset: is not a flag of --model gpt");
+  expect_usage_error(weft_cli("train --model cnn --tokenizer byte"), "--tokenizer: is not a flag of --model cnn");
+  expect_usage_error(weft_cli("train --model mlp --epochs 0"), "--epochs: must be a number in (0, 1e+12], got '0'");
+  expect_usage_error(weft_cli("train --model gpt --steps 0"), "--steps: must be a whole number from 1 to 1000000000000, got '0'");
+  expect_usage_error(weft_cli("train --optimizer lion"), "--optimizer: must be one of sgd, momentum (SGD with momentum), adam, adamw, got 'lion'");
+  expect_usage_error(weft_cli("train --profile t.json --profile-steps 3"), "--profile-steps: must be FIRST:LAST, two step numbers, got '3'");
+  expect_usage_error(weft_cli("train --profile t.json --profile-steps 4:2"), "1 <= FIRST <= LAST <= 1000000000000, got '4:2'");
   expect_usage_error(weft_cli("train --precision int8"), "--precision");
   expect_usage_error(weft_cli("train --model gpt --data /nonexistent/text"), "/nonexistent/text");
 }

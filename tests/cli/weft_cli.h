@@ -18,8 +18,9 @@ struct Outcome {
   std::string output;  // stdout and stderr together
 };
 
-inline Outcome weft_cli(const std::string& args) {
-  std::string command = std::string(WEFT_CLI_PATH) + " " + args + " 2>&1";
+// With `stdout_file`, stdout goes there and the outcome carries stderr alone.
+inline Outcome weft_cli(const std::string& args, const std::string& stdout_file = "") {
+  std::string command = std::string(WEFT_CLI_PATH) + " " + args + " 2>&1" + (stdout_file.empty() ? "" : " >" + stdout_file);
   Outcome outcome{-1, {}};
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return outcome;

@@ -341,6 +341,13 @@ TEST(TensorTest, LargeCopiesBetweenLayouts) {
   set_num_threads(saved_threads);
 }
 
+// Sizes multiplied from flags can pass 2^64 bytes: refused by name, not wrapped to a small request.
+TEST(TensorTest, ASizeBeyondSixtyFourBitsIsOutOfMemory) {
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_TRUE(testing::contains(testing::message_of<OutOfMemoryError>([&] { Tensor::empty({huge, huge}, DType::f32); }),
+                                "a tensor [1099511627776, 1099511627776] f32 would take more than 2^64 bytes"));
+}
+
 TEST(TensorTest, PrintsLikePyTorch) {
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
   EXPECT_EQ(x.to_string(), "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])");

@@ -92,10 +92,10 @@ TEST(Generate, RejectsWhatCannotBeGenerated) {
                        "the prompt's 6 tokens and 35 generated ones do not fit the model's context of 40 tokens: "
                        "ask for at most --max-tokens 34"));
   EXPECT_TRUE(contains(error({1, 53}, {.max_tokens = 1}), "token id 53, outside the model's vocabulary of 53"));
-  EXPECT_TRUE(contains(error(kPrompt, {.temperature = -0.5}), "--temperature must be 0 (greedy) or positive"));
-  EXPECT_TRUE(contains(error(kPrompt, {.temperature = NAN}), "--temperature must be 0 (greedy) or positive"));
-  EXPECT_TRUE(contains(error(kPrompt, {.top_k = -1}), "--top-k must be 0"));
-  EXPECT_TRUE(contains(error(kPrompt, {.max_tokens = -1}), "--max-tokens must not be negative"));
+  EXPECT_TRUE(contains(error(kPrompt, {.temperature = -0.5}), "--temperature: must be a finite non-negative number, got '-0.5'"));
+  EXPECT_TRUE(contains(error(kPrompt, {.temperature = NAN}), "--temperature: must be a finite non-negative number, got 'nan'"));
+  EXPECT_TRUE(contains(error(kPrompt, {.top_k = -1}), "--top-k: must be a non-negative whole number, got '-1'"));
+  EXPECT_TRUE(contains(error(kPrompt, {.max_tokens = -1}), "--max-tokens: must be a non-negative whole number, got '-1'"));
   model->train();
   EXPECT_TRUE(contains(error(kPrompt, {}), "training mode"));
 }

@@ -119,7 +119,7 @@ TEST(GPT, RejectsBadInputsClearly) {
   EXPECT_TRUE(testing::contains(testing::message_of<ShapeError>([&] { model(token_ids(1, 5, 10)); }), "5 tokens do not fit the context of 4"));
   EXPECT_TRUE(testing::contains(testing::message_of<IndexError>([&] { model(Tensor::from_vector(std::vector<int64_t>{1, 10}, {1, 2})); }), "index 10"));
   EXPECT_TRUE(testing::contains(testing::message_of<ShapeError>([&] { model(token_ids(1, 4, 10).view({4})); }), "expected tokens [B, T]"));
-  EXPECT_TRUE(testing::contains(testing::message_of<ValueError>([] { nn::GPT({.heads = 3, .dim = 16}); }), "--dim 16 must be a positive multiple of --heads 3"));
+  EXPECT_TRUE(testing::contains(testing::message_of<ValueError>([] { nn::GPT({.heads = 3, .dim = 16}); }), "--dim: must be a multiple of --heads (3), got '16'"));
 }
 
 }  // namespace

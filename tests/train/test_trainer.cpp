@@ -252,7 +252,7 @@ TEST_F(TrainerTest, GradientAccumulationGivesTheUpdateOfTheWholeBatch) {
 TEST_F(TrainerTest, GradAccumMustDivideTheBatch) {
   TrainOptions o = small("bad_accum");
   o.grad_accum = 3;
-  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--grad-accum 3 must be a positive divisor"));
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--grad-accum: must divide --batch-size"));
 }
 
 // Under a memory limit that a batch of 128 CNN activations does not fit (next to the 55 MB of
@@ -345,7 +345,21 @@ TEST_F(TrainerTest, RejectsBadOptions) {
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--batch-size"));
   o = small("bad");
   o.epochs = std::nan("");
-  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--epochs must be a positive number"));
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--epochs: must be a number in (0, 1e+12], got 'nan'"));
+  // Bounds that keep the trainer's arithmetic in int64, stated in the message.
+  o = small("bad");
+  o.steps = kMaxSteps + 1;
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }),
+                       "--steps: must be a whole number from 1 to 1000000000000, got '1000000000001'"));
+  o = small("bad");
+  o.epochs = 1e11;  // 12 batches an epoch: more steps than a run takes
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }),
+                       "--epochs: must be at most 83333333333.33333 at 12 steps per epoch (a run is at most "
+                       "1000000000000 steps), got '1e+11'"));
+  o = small("bad");
+  o.warmup = 10;
+  o.schedule = "constant";
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--warmup: is not a flag of --schedule constant"));
   o = small("bad");
   o.precision = amp::Precision::bf16_pure;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "bf16-pure is priced by weft plan but not trained"));

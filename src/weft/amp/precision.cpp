@@ -9,7 +9,7 @@ Precision parse_precision(std::string_view name) {
   if (name == "fp16" || name == "f16") return Precision::fp16;
   if (name == "bf16") return Precision::bf16;
   if (name == "bf16-pure") return Precision::bf16_pure;
-  throw ValueError(str("unknown precision '", name, "': expected fp32, fp16, bf16 or bf16-pure"));
+  throw ValueError(str("--precision: must be one of fp32, fp16, bf16, bf16-pure, got '", name, "'"));
 }
 
 const char* precision_name(Precision precision) {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/core/error.h"
 #include "weft/core/number_format.h"
 
@@ -33,10 +34,10 @@ double parse_value(const std::string& text) {
   errno = 0;
   double value = std::strtod(begin, &end);
   bool whole = !text.empty() && !std::isspace(static_cast<unsigned char>(text[0])) && end != begin && *end == '\0';
-  WEFT_CHECK(whole, ValueError, "expected a number (such as 0.1, -2.5e-3, 70000, inf, -inf, nan) or one of --scale, "
-             "--table, --json; got '", text, "'");
-  WEFT_CHECK(!(errno == ERANGE && std::isinf(value)), ValueError, "'", text,
-             "' is beyond f64's range (largest finite 1.7976931348623157e+308); give a smaller number or inf");
+  WEFT_CHECK(whole, ValueError, "VALUE: must be a number such as 0.1, -2.5e-3, 70000, inf, -inf or nan (or one of the ",
+             "flags --scale, --table, --json), got '", text, "'");
+  WEFT_CHECK(!(errno == ERANGE && std::isinf(value)), ValueError, "VALUE: must be within f64's range (largest finite ",
+             "1.7976931348623157e+308) or inf, got '", text, "'");
   return value;
 }
 
@@ -202,19 +203,14 @@ nlohmann::json int8_json(double value, double scale) {
 
 // The int8 scale and a sentence saying where it came from.
 std::pair<double, std::string> choose_scale(std::optional<double> given, const std::vector<double>& values) {
-  if (given) {
-    WEFT_CHECK(std::isfinite(*given) && *given > 0, ValueError, "--scale must be a positive finite number, got ",
-               *given, "; omit it to use max|value| / 127");
-    return {*given, "given by --scale"};
-  }
+  if (given) return {*given, "given by --scale"};
   if (std::optional<double> computed = int8_symmetric_scale(values))
     return {*computed, "max|value| / 127 over the values given"};
   return {1.0, "1: no finite non-zero value to take max|value| / 127 from (--scale S to choose)"};
 }
 
-void show_values(const std::vector<std::string>& texts, std::optional<double> scale_option, nlohmann::json* json) {
-  std::vector<double> values;
-  for (const std::string& text : texts) values.push_back(parse_value(text));
+void show_values(const std::vector<std::string>& texts, const std::vector<double>& values,
+                 std::optional<double> scale_option, nlohmann::json* json) {
   auto [scale, scale_source] = choose_scale(scale_option, values);
   if (json) {
     (*json)["int8_scale"] = scale;
@@ -293,12 +289,15 @@ void show_table(nlohmann::json* json) {
 void dtype_command(const std::vector<std::string>& texts, std::optional<double> scale, bool table, bool json) {
   WEFT_CHECK(table || !texts.empty(), ValueError,
              "weft dtype needs at least one VALUE (such as 0.1 or 70000) or --table; see weft dtype --help");
+  // Every value is read before anything is printed.
+  std::vector<double> values;
+  for (const std::string& text : texts) values.push_back(parse_value(text));
   nlohmann::json out = nlohmann::json::object();
   nlohmann::json* json_out = json ? &out : nullptr;
   if (table) show_table(json_out);
   if (!texts.empty()) {
     if (table && !json) std::printf("\n");
-    show_values(texts, scale, json_out);
+    show_values(texts, values, scale, json_out);
   }
   if (json) std::cout << out.dump() << "\n";
 }
@@ -306,7 +305,7 @@ void dtype_command(const std::vector<std::string>& texts, std::optional<double> 
 }  // namespace
 
 void add_dtype_command(CLI::App& app, std::function<void()>& run) {
-  auto scale = std::make_shared<double>(0);
+  auto scale = std::make_shared<std::optional<double>>();
   auto table = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
   CLI::App* d = app.add_subcommand(
@@ -315,17 +314,15 @@ void add_dtype_command(CLI::App& app, std::function<void()>& run) {
   // Values are taken as extras rather than a positional so that -inf, -nan and -0.5e-3 read as
   // numbers, not as unknown short options.
   d->allow_extras();
-  CLI::Option* scale_option =
-      d->add_option("--scale", *scale, "int8 scale (default: max|value| / 127 over the values)");
+  number_flag(d, "--scale", *scale, "int8 scale (default: max|value| / 127 over the values)",
+              {.min = 0, .min_open = true});
   d->add_flag("--table", *table, "size, range, smallest normal and subnormal, epsilon and decimal digits per format");
   d->add_flag("--json", *json, "print one JSON object instead");
   d->footer("VALUE...: numbers after `weft dtype`, each a decimal or scientific number, inf, -inf or nan\n"
             "(C's strtod syntax, so 0x1p-24 works too); negative ones as they are: weft dtype -inf -0.5");
-  d->callback([&run, d, scale, scale_option, table, json] {
+  d->callback([&run, d, scale, table, json] {
     std::vector<std::string> texts = d->remaining();
-    std::optional<double> chosen_scale;
-    if (scale_option->count() > 0) chosen_scale = *scale;
-    run = [=] { dtype_command(texts, chosen_scale, *table, *json); };
+    run = [=] { dtype_command(texts, *scale, *table, *json); };
   });
 }
 

@@ -6,9 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/core/threads.h"
 #include "weft/infer/load.h"
 #include "weft/nn/generate.h"
+#include "weft/train/options.h"
 
 namespace weft::cli {
 
@@ -23,9 +25,7 @@ struct GenerateFlags {
 };
 
 void generate_text(GenerateFlags f) {
-  f.options.check();
-  WEFT_CHECK(f.threads >= 0, ValueError, "--threads must not be negative, got ", f.threads);
-  WEFT_CHECK(!f.prompt.empty(), ValueError, "--prompt is empty: give the model some text to continue");
+  WEFT_CHECK(!f.prompt.empty(), ValueError, "--prompt: must not be empty: give the model some text to continue");
   if (f.threads > 0) set_num_threads(f.threads);
   infer::LoadedModel loaded = infer::load_model(f.checkpoint, {.tokenizer = f.tokenizer});
   WEFT_CHECK(loaded.kind == "gpt", ValueError, f.checkpoint, " holds an image classifier (", loaded.kind,
@@ -65,25 +65,23 @@ void add_generate_command(CLI::App& app, std::function<void()>& run) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* g = app.add_subcommand("generate", "continue a prompt with a GPT checkpoint (weft train --model gpt --out D)");
   g->add_option("--checkpoint", f->checkpoint, "the directory weft train --out wrote, or its model.safetensors")
-      ->required();
+      ->required()->check(not_empty());
   g->add_option("--prompt", f->prompt, "the text to continue")->required();
-  CLI::Option* max_tokens = g->add_option(
-      "--max-tokens", f->options.max_tokens,
-      "tokens to generate; the prompt and these must fit the model's context (default: all that fit)");
-  g->add_option("--temperature", f->options.temperature, "0: greedy (always the most likely token)")
-      ->capture_default_str();
-  g->add_option("--top-k", f->options.top_k, "sample among the K most likely tokens (0: all)")->capture_default_str();
-  g->add_option("--seed", f->options.seed, "the same seed gives the same text")->capture_default_str();
+  CLI::Option* max_tokens = number_flag(
+      g, "--max-tokens", f->options.max_tokens,
+      "tokens to generate; the prompt and these must fit the model's context (default: all that fit)", {.min = 0});
+  number_flag(g, "--temperature", f->options.temperature, "0: greedy (always the most likely token)", {.min = 0});
+  number_flag(g, "--top-k", f->options.top_k, "sample among the K most likely tokens (0: all)", {.min = 0});
+  number_flag(g, "--seed", f->options.seed, "the same seed gives the same text");
   g->add_option("--tokenizer", f->tokenizer,
-                "byte or a SentencePiece model; must be the checkpoint's (default: the one saved with it)");
-  g->add_option("--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
+                "byte or a SentencePiece model; must be the checkpoint's (default: the one saved with it)")
+      ->check(not_empty());
+  number_flag(g, "--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   g->add_flag("--json", f->json, "print the result as one JSON object on the last line");
   g->callback([&run, f, max_tokens] {
-    run = [f, max_tokens] {
-      GenerateFlags flags = *f;
-      flags.max_tokens_given = max_tokens->count() > 0;
-      generate_text(flags);
-    };
+    f->options.check();
+    f->max_tokens_given = max_tokens->count() > 0;
+    run = [f] { generate_text(*f); };
   });
 }
 

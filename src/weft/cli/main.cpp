@@ -1,7 +1,7 @@
 // `weft`: one command line for everything weft does. Each subcommand lives in its own file and
 // only parses flags, calls the layers below, and prints. Errors a user can cause (bad flags, bad
 // files, bad values) print one line on stderr and exit with status 2; anything else is a bug
-// and exits with 1.
+// and exits with 1. A bad value reads "weft: --flag: must be ..., got '...'" (core/flag_value.h).
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -20,18 +20,21 @@ int main(int argc, char** argv) {
   weft::cli::add_quant_commands(app, run);
   weft::cli::add_tokenize_commands(app, run);
   weft::cli::add_generate_command(app, run);
+  // A value refused where it is parsed (cli/flags.h) reads as every other refusal; CLI11's own
+  // errors (an unknown or missing flag) point at the help.
   try {
     app.parse(argc, argv);
+    run();
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ValidationError& e) {
+    std::cerr << "weft: " << e.what() << "\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "weft: " << e.what() << " (see weft --help)\n";
     return 2;
-  }
-  try {
-    run();
   } catch (const weft::Error& e) {
     std::cerr << "weft: " << e.what() << "\n";
     return 2;

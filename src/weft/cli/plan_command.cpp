@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
 #include "weft/memory/planner.h"
 
@@ -159,10 +160,7 @@ void plan(const PlanFlags& f) {
                               .world = f.world,
                               .checkpoint_activations = f.checkpoint,
                               .device = f.device};
-  if (f.batch_given) {
-    WEFT_CHECK(f.batch > 0, ValueError, "plan: --batch must be a positive number of samples, got ", f.batch);
-    request.batch = f.batch;
-  }
+  if (f.batch_given) request.batch = f.batch;
   memory::Plan p = memory::make_plan(model, request);
   if (f.json) std::cout << to_json(model, p).dump() << "\n";
   else print_plan(model, p);
@@ -183,28 +181,33 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       "Activations come from the layers' shapes and what weft's ops keep for the backward; the total is the\n"
       "predicted peak of one training step per device. Sizes print in bytes, decimal GB and binary GiB.");
   c->add_option("--model", f->model, "a built-in model: mlp | cnn | gpt (GPT-2 small unless the flags below change it)")
-      ->check(CLI::IsMember({"mlp", "cnn", "gpt"}));
-  c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
-  auto architecture = [&](const char* names, int64_t& value, const char* what) {
-    CLI::Option* o = c->add_option(names, value, what)->capture_default_str();
-    o->each([f, o](const std::string&) { f->architecture_flags.push_back(o->get_name()); });
-  };
-  architecture("--layers", f->gpt.layers, "GPT: transformer blocks");
-  architecture("--hidden,--dim", f->gpt.dim, "GPT: model width");
-  architecture("--heads", f->gpt.heads, "GPT: attention heads (must divide --hidden)");
-  architecture("--vocab", f->gpt.vocab, "GPT: vocabulary size");
-  architecture("--seq,--context", f->gpt.context, "GPT: sequence length trained on");
-  c->add_option("--batch", f->batch, "global batch, split over --world (default: 128 images or 8 sequences per device)")
-      ->each([f](const std::string&) { f->batch_given = true; });
+      ->check(one_of({"mlp", "cnn", "gpt"}));
+  CLI::Option* params =
+      c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
+  const std::vector<CLI::Option*> architecture = {
+      number_flag(c, "--layers", f->gpt.layers, "GPT: transformer blocks", {.min = 1}),
+      number_flag(c, "--hidden,--dim", f->gpt.dim, "GPT: model width", {.min = 1}),
+      number_flag(c, "--heads", f->gpt.heads, "GPT: attention heads (must divide --hidden)", {.min = 1}),
+      number_flag(c, "--vocab", f->gpt.vocab, "GPT: vocabulary size", {.min = 1}),
+      number_flag(c, "--seq,--context", f->gpt.context, "GPT: sequence length trained on", {.min = 1})};
+  CLI::Option* batch = number_flag(
+      c, "--batch", f->batch, "global batch, split over --world (default: 128 images or 8 sequences per device)",
+      {.min = 1});
   c->add_option("--precision", f->precision, "fp32 | fp16 | bf16 (mixed, f32 master weights) | bf16-pure")
       ->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adam | adamw | momentum (SGD with momentum) | sgd")->capture_default_str();
-  c->add_option("--zero", f->zero, "ZeRO stage 0-3")->capture_default_str();
-  c->add_option("--world,--gpus", f->world, "data-parallel devices")->capture_default_str();
+  number_flag(c, "--zero", f->zero, "ZeRO stage 0-3", {.min = 0, .max = 3});
+  number_flag(c, "--world,--gpus", f->world, "data-parallel devices", {.min = 1});
   c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward");
   c->add_option("--device,--gpu", f->device, memory::device_names())->capture_default_str();
   c->add_flag("--json", f->json, "print the plan as one JSON object on the last line");
-  c->callback([&run, f] { run = [f] { plan(*f); }; });
+  c->callback([&run, f, architecture, batch, params] {
+    if (params->count() > 0) memory::parse_parameter_count(f->params);
+    for (CLI::Option* option : architecture)
+      if (option->count() > 0) f->architecture_flags.push_back(option->get_name());
+    f->batch_given = batch->count() > 0;
+    run = [f] { plan(*f); };
+  });
 }
 
 }  // namespace weft::cli

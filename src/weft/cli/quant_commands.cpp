@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
 #include "weft/data/sampler.h"
@@ -40,7 +41,11 @@ std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const data::No
   data::ImageDataset train_data = data::load_mnist_idx(o.data_dir, true, normalization);
   std::vector<int64_t> order = data::RandomSampler(train_data.size(), o.seed).indices(0);
   std::vector<Tensor> batches;
-  for (int64_t b = 0; b < o.calibration_batches && b * o.batch_size < train_data.size(); ++b) {
+  const int64_t available = (train_data.size() + o.batch_size - 1) / o.batch_size;
+  WEFT_CHECK(o.calibration_batches <= available, ValueError, "--calib: must be at most ", available,
+             ", the batches of --batch-size ", o.batch_size, " in the ", train_data.size(), " training images, got '",
+             o.calibration_batches, "'");
+  for (int64_t b = 0; b < o.calibration_batches; ++b) {
     auto begin = order.begin() + b * o.batch_size;
     auto end = order.begin() + std::min<int64_t>((b + 1) * o.batch_size, train_data.size());
     batches.push_back(train_data.get_batch({begin, end}).inputs);
@@ -49,10 +54,6 @@ std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const data::No
 }
 
 void quantize(const QuantizeOptions& o) {
-  WEFT_CHECK(o.int8 != o.int4, ValueError, "weft quantize: pass exactly one of --int8 and --int4");
-  WEFT_CHECK(!o.dynamic || o.int8, ValueError, "weft quantize: --dynamic applies to --int8 only");
-  WEFT_CHECK(o.calibration_batches > 0 && o.batch_size > 0, ValueError,
-             "weft quantize: --calib and --batch-size must be positive");
   if (o.threads > 0) set_num_threads(o.threads);
   const std::string source = infer::model_file(o.checkpoint);
   infer::LoadedModel loaded = infer::load_model(source, {.dataset = o.dataset});
@@ -111,27 +112,46 @@ void quantize(const QuantizeOptions& o) {
 void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   auto o = std::make_shared<QuantizeOptions>();
   CLI::App* q = app.add_subcommand("quantize", "post-training quantization of a weft train checkpoint (int8 or int4)");
-  q->add_option("checkpoint", o->checkpoint, "model.safetensors or the checkpoint directory holding it")->required();
-  q->add_option("--out", o->out, "the quantized .safetensors file to write")->required();
+  q->add_option("checkpoint", o->checkpoint, "model.safetensors or the checkpoint directory holding it")
+      ->required()->check(not_empty());
+  q->add_option("--out", o->out, "the quantized .safetensors file to write")->required()->check(not_empty());
   auto int8 = q->add_flag("--int8", o->int8, "int8 weights per output channel; u8 activations per tensor");
   auto int4 = q->add_flag("--int4", o->int4, "int4 weights of Linear layers in groups; f32 activations");
   int8->excludes(int4);
   q->add_flag("--dynamic", o->dynamic, "int8: activation scales per batch at run time instead of calibrated");
-  q->add_option("--calib", o->calibration_batches, "calibration batches from the training split (static int8)")
-      ->capture_default_str();
-  q->add_option("--observer", o->observer, "minmax | percentile")
-      ->check(CLI::IsMember({"minmax", "percentile"}))->capture_default_str();
-  q->add_option("--percentile", o->percentile, "for --observer percentile")->capture_default_str();
-  q->add_option("--group-size", o->group_size, "int4 group size")->capture_default_str()->check(CLI::PositiveNumber);
-  q->add_option("--batch-size", o->batch_size, "calibration batch size")->capture_default_str();
-  q->add_option("--seed", o->seed, "which training images calibrate")->capture_default_str();
+  const Accepts<int64_t> count{.min = 1, .max = train::kMaxCount};
+  // The flags that only static int8 (calibrated) reads, and the one only int4 reads.
+  CLI::Option* percentile =
+      number_flag(q, "--percentile", o->percentile, "for --observer percentile", {.min = 0, .max = 100, .min_open = true});
+  const std::vector<CLI::Option*> calibration = {
+      number_flag(q, "--calib", o->calibration_batches, "calibration batches from the training split (static int8)",
+                  count),
+      q->add_option("--observer", o->observer, "minmax | percentile")
+          ->check(one_of({"minmax", "percentile"}))->capture_default_str(),
+      percentile,
+      number_flag(q, "--batch-size", o->batch_size, "calibration batch size", count),
+      number_flag(q, "--seed", o->seed, "which training images calibrate")};
+  CLI::Option* group_size = number_flag(q, "--group-size", o->group_size, "int4 group size", count);
   q->add_option("--dataset", o->dataset,
                 "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+      ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str();
   q->add_option("--data-dir", o->data_dir)->capture_default_str();
-  q->add_option("--threads", o->threads)->capture_default_str();
+  number_flag(q, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   q->add_flag("--json", o->json, "print the result as one JSON object on the last line");
-  q->callback([&run, o] { run = [o] { quantize(*o); }; });
+  q->callback([&run, o, calibration, percentile, group_size] {
+    WEFT_CHECK(o->int8 != o->int4, ValueError, "weft quantize: pass exactly one of --int8 and --int4");
+    WEFT_CHECK(!o->dynamic || o->int8, ValueError, "--dynamic: applies to --int8 only");
+    // A value typed for a flag this scheme does not read would be silently ignored.
+    const char* scheme = o->int4 ? "--int4" : "--int8 --dynamic";
+    for (CLI::Option* option : calibration)
+      WEFT_CHECK(option->count() == 0 || (o->int8 && !o->dynamic), ValueError, option->get_name(),
+                 ": is not a flag of ", scheme, " (only static --int8 calibrates)");
+    WEFT_CHECK(group_size->count() == 0 || o->int4, ValueError, "--group-size: is not a flag of --int8 (only --int4 "
+               "groups weights)");
+    WEFT_CHECK(o->observer == "percentile" || percentile->count() == 0, ValueError,
+               "--percentile: is not a flag of --observer ", o->observer, " (give --observer percentile)");
+    run = [o] { quantize(*o); };
+  });
 }
 
 }  // namespace weft::cli

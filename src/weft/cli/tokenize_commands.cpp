@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/data/text.h"
 #include "weft/io/atomic_file.h"
 
@@ -113,12 +114,11 @@ void add_tokenize_commands(CLI::App& app, std::function<void()>& run) {
   auto model_out = std::make_shared<std::string>();
   CLI::App* t = tokenize->add_subcommand("train", "train a SentencePiece BPE or unigram tokenizer");
   t->add_option("text", *paths, text_help);
-  t->add_option("--vocab", options->vocab_size, "vocabulary size, byte-fallback pieces included")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  t->add_option("--type", options->model_type, "bpe | unigram")
-      ->check(CLI::IsMember({"bpe", "unigram"}))->capture_default_str();
+  number_flag(t, "--vocab", options->vocab_size, "vocabulary size, byte-fallback pieces included",
+              {.min = 1, .max = int64_t{1} << 20});
+  t->add_option("--type", options->model_type, "bpe | unigram")->check(one_of({"bpe", "unigram"}))->capture_default_str();
   t->add_option("--separator", *separator, separator_help)->capture_default_str();
-  t->add_option("--out", *model_out, "the model file to write, e.g. tok.model")->required();
+  t->add_option("--out", *model_out, "the model file to write, e.g. tok.model")->required()->check(not_empty());
   t->add_flag("--json", *json, "print the result as one JSON object on the last line");
   t->callback([&run, paths, options, separator, model_out, json] {
     run = [=] { train_tokenizer(*paths, *options, *separator, *model_out, *json); };
@@ -129,11 +129,11 @@ void add_tokenize_commands(CLI::App& app, std::function<void()>& run) {
   auto out_dir = std::make_shared<std::string>();
   CLI::App* e = tokenize->add_subcommand("encode", "tokenize text into OUT/train.bin and OUT/val.bin");
   e->add_option("text", *paths, text_help);
-  e->add_option("--tokenizer", *tokenizer, "byte | a SentencePiece .model file")->capture_default_str();
-  e->add_option("--val-fraction", *val_fraction, "share of the documents for validation, spread evenly")
-      ->capture_default_str()->check(CLI::Range(0.0, 0.99));
+  e->add_option("--tokenizer", *tokenizer, "byte | a SentencePiece .model file")->capture_default_str()->check(not_empty());
+  number_flag(e, "--val-fraction", *val_fraction, "share of the documents for validation, spread evenly",
+              {.min = 0, .max = 0.99});
   e->add_option("--separator", *separator, separator_help)->capture_default_str();
-  e->add_option("--out", *out_dir, "directory for train.bin and val.bin")->required();
+  e->add_option("--out", *out_dir, "directory for train.bin and val.bin")->required()->check(not_empty());
   e->add_flag("--json", *json, "print the result as one JSON object on the last line");
   e->callback([&run, paths, tokenizer, val_fraction, separator, out_dir, json] {
     run = [=] { encode_text(*paths, *tokenizer, *val_fraction, *separator, *out_dir, *json); };

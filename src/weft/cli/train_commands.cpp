@@ -9,6 +9,7 @@
 #include "weft/amp/precision.h"
 #include "weft/autograd/autocast_mode.h"
 #include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataset.h"
@@ -101,26 +102,11 @@ void info(const std::string& path, bool json) {
                 format_bytes(static_cast<int64_t>(params * per_param)).c_str());
 }
 
-// A flag whose absence means "the task's default": set only when given.
-template <typename T>
-CLI::Option* optional_option(CLI::App* app, const std::string& name, std::optional<T>& target, const std::string& help) {
-  return app->add_option_function<T>(name, [&target](const T& value) { target = value; }, help);
-}
-
 // A flag that takes one of a vocabulary's names (amp/precision.h, optim/kind.h); an unknown name
 // is the vocabulary's ValueError, naming the flag.
 template <typename T, typename Parse, typename Name>
 void named_option(CLI::App* app, const std::string& flag, T& target, Parse parse, Name name, const std::string& help) {
-  app->add_option_function<std::string>(
-         flag,
-         [&target, parse, flag](const std::string& value) {
-           try {
-             target = parse(value);
-           } catch (const ValueError& e) {
-             throw CLI::ValidationError(flag, e.what());
-           }
-         },
-         help)
+  app->add_option_function<std::string>(flag, [&target, parse](const std::string& value) { target = parse(value); }, help)
       ->default_str(name(target));
 }
 
@@ -129,81 +115,94 @@ void named_option(CLI::App* app, const std::string& flag, T& target, Parse parse
 void add_train_commands(CLI::App& app, std::function<void()>& run) {
   auto o = std::make_shared<train::TrainOptions>();
   auto json = std::make_shared<bool>(false);
-  auto memory_limit = std::make_shared<std::string>();
   CLI::App* t = app.add_subcommand("train", "train an image classifier on Fashion-MNIST, or a GPT on text");
-  t->add_option("--model", o->model, "mlp | cnn | gpt")->check(CLI::IsMember({"mlp", "cnn", "gpt"}))->capture_default_str();
-  optional_option(t, "--steps", o->steps, "optimizer steps (instead of --epochs)");
-  optional_option(t, "--epochs", o->epochs, "passes over the data, may be fractional (default: 2 for mlp and cnn, 1 for gpt)");
-  t->add_option("--time-limit", o->time_limit, "seconds of training; alone, it plans the step count");
-  t->add_option("--limit-train-batches", o->limit_train_batches, "an epoch is the first N batches");
-  optional_option(t, "--batch-size", o->batch_size, "samples per step (default: 128 images; 16 windows of --context tokens)");
+  t->add_option("--model", o->model, "mlp | cnn | gpt")->check(one_of({"mlp", "cnn", "gpt"}))->capture_default_str();
+  number_flag(t, "--steps", o->steps, "optimizer steps (instead of --epochs)");
+  number_flag(t, "--epochs", o->epochs, "passes over the data, may be fractional (default: 2 for mlp and cnn, 1 for gpt)");
+  number_flag(t, "--time-limit", o->time_limit, "seconds of training; alone, it plans the step count (0: none)");
+  number_flag(t, "--limit-train-batches", o->limit_train_batches, "an epoch is the first N batches (0: all)");
+  number_flag(t, "--batch-size", o->batch_size, "samples per step (default: 128 images; 16 windows of --context tokens)");
   named_option(t, "--optimizer", o->optimizer, optim::parse_optimizer, optim::optimizer_name,
                "adamw | adam | momentum (SGD with momentum 0.9) | sgd");
-  optional_option(t, "--lr", o->lr, "learning rate (default: adam(w) 4e-3 for mlp and cnn, 2e-3 for gpt; sgd 0.1)");
-  optional_option(t, "--weight-decay", o->weight_decay,
-                  "adamw: decoupled (default 0.01; gpt 0.1); the others: an L2 penalty (default 0)");
+  number_flag(t, "--lr", o->lr, "learning rate (default: adam(w) 4e-3 for mlp and cnn, 2e-3 for gpt; sgd 0.1)");
+  number_flag(t, "--weight-decay", o->weight_decay,
+              "adamw: decoupled (default 0.01; gpt 0.1); the others: an L2 penalty (default 0)");
   t->add_option("--schedule", o->schedule, "constant | step (x0.5 per epoch) | cosine (after a warmup, to zero at the end)")
-      ->check(CLI::IsMember({"constant", "step", "cosine"}))->capture_default_str();
-  optional_option(t, "--warmup", o->warmup, "cosine's warmup steps (default: 0; gpt 10% of the steps, at most 100)");
-  optional_option(t, "--clip-grad", o->clip_grad, "clip the gradients' total norm, 0: off (default: off; gpt 1)");
+      ->check(one_of({"constant", "step", "cosine"}))->capture_default_str();
+  number_flag(t, "--warmup", o->warmup, "cosine's warmup steps (default: 0; gpt 10% of the steps, at most 100)");
+  number_flag(t, "--clip-grad", o->clip_grad, "clip the gradients' total norm, 0: off (default: off; gpt 1)");
   named_option(t, "--precision", o->precision, amp::parse_precision, amp::precision_name,
                "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling");
-  t->add_option("--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step")->capture_default_str();
+  number_flag(t, "--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step");
   t->add_flag("--checkpoint-activations", o->checkpoint_activations,
               "recompute activations in backward instead of keeping them");
   t->add_flag("--auto-batch", o->auto_batch,
               "on out-of-memory, halve the micro-batch and redo the step (the batch stays the same)");
-  t->add_option("--memory-limit", *memory_limit, "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
-  optional_option(t, "--eval-every", o->eval_every,
-                  "steps between evaluations and checkpoints, 0: at the end (default: every epoch; gpt at the end)");
-  t->add_option("--log-every", o->log_every, "steps between log records")->capture_default_str();
-  t->add_option("--out", o->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here");
-  t->add_option("--resume", o->resume_dir, "continue the run saved in this directory");
-  t->add_option("--seed", o->seed)->capture_default_str();
-  t->add_option("--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)")->capture_default_str();
-  t->add_option("--prefetch", o->prefetch, "batches prepared ahead in the background")->capture_default_str();
-  t->add_option("--profile", o->profile_trace,
-                "record --profile-steps into this Chrome trace (Perfetto opens it) and print the top ops");
   t->add_option_function<std::string>(
+      "--memory-limit",
+      [o](const std::string& text) {
+        int64_t bytes = 0;
+        try {
+          bytes = parse_bytes(text);
+        } catch (const ValueError&) {  // refused below, in the flags' format
+        }
+        WEFT_CHECK(bytes > 0, ValueError, "--memory-limit: must be a positive byte count below 2^63 such as 123, 1e9, ",
+                   "1.5GB or 512MiB, got '", text, "'");
+        o->memory_limit = bytes;
+      },
+      "cap the allocator, e.g. 512MiB (as WEFT_MEMORY_LIMIT)");
+  number_flag(t, "--eval-every", o->eval_every,
+              "steps between evaluations and checkpoints, 0: at the end (default: every epoch; gpt at the end)");
+  number_flag(t, "--log-every", o->log_every, "steps between log records");
+  t->add_option("--out", o->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here")->check(not_empty());
+  t->add_option("--resume", o->resume_dir, "continue the run saved in this directory")->check(not_empty());
+  number_flag(t, "--seed", o->seed, "the same seed gives the same run");
+  number_flag(t, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)");
+  number_flag(t, "--prefetch", o->prefetch, "batches prepared ahead in the background");
+  t->add_option("--profile", o->profile_trace,
+                "record --profile-steps into this Chrome trace (Perfetto opens it) and print the top ops")
+      ->check(not_empty());
+  CLI::Option* profile_steps = t->add_option_function<std::string>(
       "--profile-steps",
       [o](const std::string& range) {
         const size_t colon = range.find(':');
         try {
-          size_t used_first = 0, used_last = 0;
-          if (colon == std::string::npos) throw std::invalid_argument("no colon");
-          o->profile_first_step = std::stoll(range.substr(0, colon), &used_first);
-          o->profile_last_step = std::stoll(range.substr(colon + 1), &used_last);
-          if (used_first != colon || used_last != range.size() - colon - 1) throw std::invalid_argument("trailing");
-        } catch (const std::exception&) {
-          throw CLI::ValidationError("--profile-steps", "expected FIRST:LAST, two step numbers, got '" + range + "'");
+          if (colon != std::string::npos) {
+            o->profile_first_step = parse_flag<int64_t>("--profile-steps", range.substr(0, colon));
+            o->profile_last_step = parse_flag<int64_t>("--profile-steps", range.substr(colon + 1));
+            return;
+          }
+        } catch (const ValueError&) {  // refused below, as the pair
         }
+        throw ValueError(str("--profile-steps: must be FIRST:LAST, two step numbers, got '", range, "'"));
       },
       "FIRST:LAST, counted from 1, both included (default 2:4)");
   t->add_flag("--json", *json, "print the result as one JSON object on the last line");
 
   std::vector<CLI::Option*> image_only = {
       t->add_option("--dataset", o->image.dataset, "fashion-mnist | mnist (the normalisation statistics)")
-          ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str(),
+          ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str(),
       t->add_option("--data-dir", o->image.data_dir, "IDX files, .gz or not")->capture_default_str()};
   train::TextOptions& text = o->text;
   std::vector<CLI::Option*> gpt_only = {
-      optional_option(t, "--layers", text.layers, "GPT: transformer blocks (default 4)"),
-      optional_option(t, "--heads", text.heads, "GPT: attention heads (default 4)"),
-      optional_option(t, "--dim", text.dim, "GPT: model width (default 128)"),
-      optional_option(t, "--context", text.context, "GPT: tokens per window (default 128)"),
-      optional_option(t, "--vocab", text.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
-      t->add_option("--dropout", text.dropout, "GPT: dropout probability")->capture_default_str(),
-      t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)"),
+      number_flag(t, "--layers", text.layers, "GPT: transformer blocks (default 4)"),
+      number_flag(t, "--heads", text.heads, "GPT: attention heads (default 4)"),
+      number_flag(t, "--dim", text.dim, "GPT: model width (default 128)"),
+      number_flag(t, "--context", text.context, "GPT: tokens per window (default 128)"),
+      number_flag(t, "--vocab", text.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
+      number_flag(t, "--dropout", text.dropout, "GPT: dropout probability"),
+      t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)")
+          ->check(not_empty()),
       t->add_option("--data", text.data, "GPT: text files or directories (default: the fortunes), or random"),
-      t->add_option("--val-fraction", text.val_fraction, "GPT: documents held out for validation")->capture_default_str(),
-      t->add_option("--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
-  t->callback([&run, o, json, memory_limit, image_only, gpt_only] {
-    run = [o, json, memory_limit, image_only, gpt_only] {
-      for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
-        WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), " is not a flag of --model ", o->model);
-      if (!memory_limit->empty()) o->memory_limit = parse_bytes(*memory_limit);
-      train(*o, *json);
-    };
+      number_flag(t, "--val-fraction", text.val_fraction, "GPT: documents held out for validation"),
+      number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
+  t->callback([&run, o, json, image_only, gpt_only, profile_steps] {
+    for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
+      WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ", o->model);
+    WEFT_CHECK(profile_steps->count() == 0 || !o->profile_trace.empty(), ValueError,
+               "--profile-steps: is not a flag without --profile (the trace they are recorded into)");
+    o->validate();
+    run = [o, json] { train(*o, *json); };
   });
 
 
@@ -214,14 +213,15 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   auto batch_size = std::make_shared<int64_t>(1000);
   auto threads = std::make_shared<int>(0);
   CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");
-  e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")->required();
-  e->add_option("--model", *model, "mlp | cnn (default: what the checkpoint says)")->check(CLI::IsMember({"mlp", "cnn"}));
+  e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")
+      ->required()->check(not_empty());
+  e->add_option("--model", *model, "mlp | cnn (default: what the checkpoint says)")->check(one_of({"mlp", "cnn"}));
   e->add_option("--dataset", *dataset,
                 "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist"}))->capture_default_str();
+      ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str();
   e->add_option("--data-dir", *data_dir)->capture_default_str();
-  e->add_option("--batch-size", *batch_size)->capture_default_str()->check(CLI::PositiveNumber);
-  e->add_option("--threads", *threads)->capture_default_str();
+  number_flag(e, "--batch-size", *batch_size, "test images per forward pass", {.min = 1, .max = train::kMaxCount});
+  number_flag(e, "--threads", *threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   e->add_flag("--json", *json);
   e->callback([&run, checkpoint, model, dataset, data_dir, batch_size, threads, json] {
     run = [=] {
@@ -232,7 +232,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
 
   auto path = std::make_shared<std::string>();
   CLI::App* i = app.add_subcommand("info", "the tensors in a safetensors file and the model's size per number format");
-  i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required();
+  i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required()->check(not_empty());
   i->add_flag("--json", *json);
   i->callback([&run, path, json] { run = [=] { info(*path, *json); }; });
 }

@@ -332,7 +332,8 @@ struct CachingAllocator::Impl {
             " allocated, ", format_bytes(now.reserved_bytes), " reserved, ",
             format_bytes(now.reserved_bytes - now.allocated_bytes), " free in cache (largest free block ",
             format_bytes(now.largest_free_block), ", fragmentation ", format_percent(now.fragmentation),
-            "). Reduce the batch size, enable activation checkpointing, or ", remedy, "."));
+            "). Reduce the batch size, enable activation checkpointing, or ", remedy, "."),
+        static_cast<int64_t>(nbytes));
   }
 
   void record(const char* action, const void* addr, size_t size, std::string_view what) {

@@ -2,6 +2,7 @@
 // what was expected, what was found, and (where it helps) what to do. Nothing in weft aborts
 // the process on bad input.
 #pragma once
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -17,7 +18,14 @@ class DTypeError : public Error { using Error::Error; };
 class DeviceError : public Error { using Error::Error; };
 class IndexError : public Error { using Error::Error; };
 class ValueError : public Error { using Error::Error; };
-class OutOfMemoryError : public Error { using Error::Error; };
+// An allocation that could not be served; `requested_bytes` is its size, so a caller can say
+// what the memory had to hold.
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& what, int64_t requested_bytes = 0)
+      : Error(what), requested_bytes(requested_bytes) {}
+  int64_t requested_bytes;
+};
 // A file that cannot be opened, read or written (the message names the path and errno's text).
 class IOError : public Error { using Error::Error; };
 // A file whose content is malformed (wrong magic, truncated, inconsistent header).

@@ -27,19 +27,29 @@ static void check_shape(const Shape& shape, const char* op) {
     WEFT_CHECK(s >= 0, ShapeError, op, ": negative size in shape ", shape_str(shape));
 }
 
+// Sizes multiplied from flags or file headers can overflow before they reach the allocator, which
+// would then be asked for the wrapped-around remainder: the product is checked here.
 static Storage allocate_for(const Shape& shape, DType dtype, Device device) {
-  size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  size_t nbytes = dtype_size(dtype);
+  bool overflow = false;
+  for (int64_t s : shape) overflow |= __builtin_mul_overflow(nbytes, static_cast<size_t>(s), &nbytes);
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  if (empty) nbytes = 0;
+  WEFT_CHECK(!overflow || empty, OutOfMemoryError, "out of memory: a tensor ", shape_str(shape), " ",
+             dtype_name(dtype), " would take more than 2^64 bytes");
   return Storage::allocate(nbytes, device, str("tensor ", shape_str(shape), " ", dtype_name(dtype)));
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape, "empty");
-  return make_tensor(allocate_for(shape, dtype, device), shape, contiguous_strides(shape), 0, dtype);
+  Storage storage = allocate_for(shape, dtype, device);  // first: it refuses sizes whose strides would overflow
+  return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
 Tensor Tensor::empty_fortran(const Shape& shape, DType dtype) {
   check_shape(shape, "empty_fortran");
-  return make_tensor(allocate_for(shape, dtype, Device::cpu()), shape, fortran_strides(shape), 0, dtype);
+  Storage storage = allocate_for(shape, dtype, Device::cpu());  // first, as in empty
+  return make_tensor(std::move(storage), shape, fortran_strides(shape), 0, dtype);
 }
 
 Tensor Tensor::empty_like(const Tensor& like, DType dtype) {

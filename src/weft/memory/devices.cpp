@@ -70,7 +70,7 @@ DeviceSpec find_device(std::string_view name) {
   for (const DeviceSpec& d : gpu_devices())
     if (same_name(d.name, name)) return d;
   if (same_name(name, "cpu")) return {"cpu", host_memory_bytes(), "this machine's RAM: MemTotal in /proc/meminfo"};
-  throw ValueError(str("plan: unknown device '", name, "': expected one of ", device_names()));
+  throw ValueError(str("--device: must be one of ", device_names(), ", got '", name, "'"));
 }
 
 }  // namespace weft::memory

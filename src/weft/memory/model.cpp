@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "weft/core/flag_value.h"
 #include "weft/nn/layers.h"
 #include "weft/nn/models.h"
 
@@ -154,9 +155,9 @@ class ClassifierRecorder {
 void check_plannable(const nn::GPTConfig& c) {
   for (auto [flag, value] : {std::pair{"--layers", c.layers}, std::pair{"--hidden", c.dim}, std::pair{"--heads", c.heads},
                              std::pair{"--vocab", c.vocab}, std::pair{"--seq", c.context}})
-    WEFT_CHECK(value > 0, ValueError, "plan: ", flag, " must be a positive number, got ", value);
-  WEFT_CHECK(c.dim % c.heads == 0, ValueError, "plan: --heads ", c.heads, " must divide --hidden ", c.dim,
-             " (each head gets hidden / heads dimensions); pick a head count that divides it");
+    check_flag(flag, value, {.min = 1});
+  WEFT_CHECK(c.dim % c.heads == 0, ValueError, "--heads: must divide --hidden (", c.dim,
+             ") so that each head gets hidden / heads dimensions, got '", c.heads, "'");
   product({c.vocab, c.dim, 16});
   product({c.layers, gpt_block_parameters(c), 16});
 }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "weft/core/allocator.h"
+#include "weft/core/flag_value.h"
 #include "weft/core/error.h"
 
 namespace weft::memory {
@@ -28,12 +29,11 @@ ActivationFormat activation_format(Precision precision) {
 }
 
 void check_request(const PlanRequest& r) {
-  WEFT_CHECK(r.world > 0, ValueError, "plan: --world must be a positive number of devices, got ", r.world);
-  WEFT_CHECK(r.zero >= 0 && r.zero <= 3, ValueError, "plan: --zero must be a ZeRO stage 0, 1, 2 or 3, got ", r.zero);
-  WEFT_CHECK(r.batch > 0, ValueError, "plan: --batch must be a positive number of samples, got ", r.batch);
-  WEFT_CHECK(r.batch % r.world == 0, ValueError, "plan: --world ", r.world, " must divide --batch ", r.batch,
-             " (data parallelism gives each device batch / world samples); use a batch that is a multiple of ",
-             r.world);
+  check_flag("--world", r.world, {.min = 1});
+  check_flag("--zero", r.zero, {.min = 0, .max = 3});
+  check_flag("--batch", r.batch, {.min = 1});
+  WEFT_CHECK(r.batch % r.world == 0, ValueError, "--world: must divide --batch (", r.batch,
+             ") so that data parallelism gives each device batch / world samples, got '", r.world, "'");
 }
 
 // The plan without the search for a configuration that fits.
@@ -149,7 +149,7 @@ const ChartRow& strategy_chart_row(int64_t model_size_bytes) {
 
 Plan make_plan(const ModelDescription& model, PlanRequest request) {
   if (request.batch == 0) {
-    WEFT_CHECK(request.world > 0, ValueError, "plan: --world must be a positive number of devices, got ", request.world);
+    check_flag("--world", request.world, {.min = 1});
     request.batch = model.default_batch() * request.world;
   }
   Plan plan = plan_as_requested(model, request);
@@ -181,8 +181,8 @@ Plan make_plan(const ModelDescription& model, PlanRequest request) {
 
 int64_t parse_parameter_count(std::string_view text) {
   auto fail = [&](const char* why) {
-    return ValueError(str("plan: cannot read --params '", text, "' as a parameter count (", why,
-                          "); expected a positive whole number such as 124e6, 7B or 70e9"));
+    return ValueError(str("--params: must be a whole number of parameters from 1 to 1e15, such as 124e6, 7B or 70e9, ",
+                          "got '", text, "' (", why, ")"));
   };
   std::string s(text);
   double scale = 1;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "weft/autograd/grad_mode.h"
+#include "weft/core/flag_value.h"
 #include "weft/core/random.h"
 
 namespace weft::nn {
@@ -22,10 +23,9 @@ std::vector<float> last_position(const Tensor& logits) {
 }  // namespace
 
 void GenerateOptions::check() const {
-  WEFT_CHECK(max_tokens >= 0, ValueError, "--max-tokens must not be negative, got ", max_tokens);
-  WEFT_CHECK(std::isfinite(temperature) && temperature >= 0, ValueError,
-             "--temperature must be 0 (greedy) or positive, got ", temperature);
-  WEFT_CHECK(top_k >= 0, ValueError, "--top-k must be 0 (every token) or positive, got ", top_k);
+  check_flag("--max-tokens", max_tokens, {.min = 0});
+  check_flag("--temperature", temperature, {.min = 0});
+  check_flag("--top-k", top_k, {.min = 0});
   WEFT_CHECK(vocab_limit >= 0, ValueError, "generate: vocab_limit must not be negative, got ", vocab_limit);
 }
 

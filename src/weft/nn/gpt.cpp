@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "weft/core/flag_value.h"
 #include "weft/nn/init.h"
 #include "weft/nn/transformer.h"
 #include "weft/ops/arith.h"
@@ -11,13 +12,13 @@
 namespace weft::nn {
 
 void GPTConfig::check() const {
-  WEFT_CHECK(layers > 0, ValueError, "GPT: --layers must be positive, got ", layers);
-  WEFT_CHECK(heads > 0, ValueError, "GPT: --heads must be positive, got ", heads);
-  WEFT_CHECK(dim > 0 && dim % heads == 0, ValueError, "GPT: --dim ", dim, " must be a positive multiple of --heads ",
-             heads);
-  WEFT_CHECK(context > 0, ValueError, "GPT: --context must be positive, got ", context);
-  WEFT_CHECK(vocab > 0, ValueError, "GPT: --vocab must be positive, got ", vocab);
-  WEFT_CHECK(dropout >= 0 && dropout < 1, ValueError, "GPT: --dropout must be in [0, 1), got ", dropout);
+  check_flag("--layers", layers, {.min = 1, .max = kMaxGptLayers});
+  check_flag("--heads", heads, {.min = 1});
+  check_flag("--dim", dim, {.min = 1});
+  WEFT_CHECK(dim % heads == 0, ValueError, "--dim: must be a multiple of --heads (", heads, "), got '", dim, "'");
+  check_flag("--context", context, {.min = 1});
+  check_flag("--vocab", vocab, {.min = 1});
+  check_flag("--dropout", dropout, {.min = 0, .max = 1, .max_open = true});
 }
 
 int64_t GPTConfig::num_parameters() const {

@@ -35,6 +35,10 @@
 
 namespace weft::nn {
 
+// Each block is a dozen modules and tensors: a hundred thousand take minutes and gigabytes to
+// build however narrow they are, so the depth is bounded (GPT-3 has 96).
+inline constexpr int64_t kMaxGptLayers = 1024;
+
 struct GPTConfig {
   int64_t layers = 4;
   int64_t heads = 4;
@@ -43,7 +47,8 @@ struct GPTConfig {
   int64_t vocab = 256;
   double dropout = 0;
 
-  // A size that is not positive, or heads not dividing dim → ValueError naming the flag.
+  // A size that is not positive, more than kMaxGptLayers layers, or heads not dividing dim →
+  // ValueError naming the flag.
   void check() const;
   // The parameters GPT(*this) holds, counted without building it, so that a config read from a
   // file can be checked against the file's tensors before anything is allocated (sizes below 2^31;

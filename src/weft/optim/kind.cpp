@@ -9,7 +9,7 @@ OptimizerKind parse_optimizer(std::string_view name) {
   if (name == "momentum") return OptimizerKind::momentum;
   if (name == "adam") return OptimizerKind::adam;
   if (name == "adamw") return OptimizerKind::adamw;
-  throw ValueError(str("unknown optimizer '", name, "': expected sgd, momentum (SGD with momentum), adam or adamw"));
+  throw ValueError(str("--optimizer: must be one of sgd, momentum (SGD with momentum), adam, adamw, got '", name, "'"));
 }
 
 const char* optimizer_name(OptimizerKind optimizer) {

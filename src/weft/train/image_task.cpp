@@ -96,6 +96,8 @@ class ImageTask : public Task {
 
 }  // namespace
 
+const TaskDefaults& image_task_defaults() { return kImageDefaults; }
+
 std::unique_ptr<Task> make_image_task(const TrainOptions& o, std::ostream&) { return std::make_unique<ImageTask>(o); }
 
 }  // namespace weft::train

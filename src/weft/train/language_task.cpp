@@ -30,7 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kDefaultLayers = 4, kDefaultHeads = 4, kDefaultDim = 128, kDefaultContext = 128;
 // --data random: enough distinct windows that no two steps of a benchmark see the same batch.
 constexpr int64_t kRandomTrainTokens = 1 << 20, kRandomValTokens = 1 << 16;
 
@@ -56,7 +55,8 @@ data::TokenShard random_tokens(int64_t count, int64_t vocab, Generator gen) {
 Corpus load_corpus(const TextOptions& o, uint64_t seed, const data::Tokenizer& tokenizer, int64_t vocab) {
   Corpus corpus;
   if (o.data.size() == 1 && o.data[0] == "random") {
-    WEFT_CHECK(vocab <= 65536, ValueError, "--data random: --vocab ", vocab, " does not fit u16 tokens");
+    WEFT_CHECK(vocab <= 65536, ValueError, "--vocab: must be at most 65536 with --data random (its tokens are u16), got '",
+               vocab, "'");
     corpus.train = random_tokens(kRandomTrainTokens, vocab, Generator(seed));
     corpus.val = random_tokens(kRandomValTokens, vocab, Generator(seed + 1));
     return corpus;
@@ -110,10 +110,10 @@ nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<infer::Sa
     if (flag) return *flag;
     return saved ? (*saved).config.*field : fallback;
   };
-  nn::GPTConfig c{.layers = pick(o.layers, &nn::GPTConfig::layers, kDefaultLayers),
-                  .heads = pick(o.heads, &nn::GPTConfig::heads, kDefaultHeads),
-                  .dim = pick(o.dim, &nn::GPTConfig::dim, kDefaultDim),
-                  .context = pick(o.context, &nn::GPTConfig::context, kDefaultContext),
+  nn::GPTConfig c{.layers = pick(o.layers, &nn::GPTConfig::layers, TextOptions::kDefaultLayers),
+                  .heads = pick(o.heads, &nn::GPTConfig::heads, TextOptions::kDefaultHeads),
+                  .dim = pick(o.dim, &nn::GPTConfig::dim, TextOptions::kDefaultDim),
+                  .context = pick(o.context, &nn::GPTConfig::context, TextOptions::kDefaultContext),
                   .vocab = pick(o.vocab, &nn::GPTConfig::vocab, tokenizer_vocab),
                   .dropout = o.dropout};
   c.check();
@@ -142,16 +142,14 @@ class LanguageTask : public Task {
  public:
   LanguageTask(const TrainOptions& o, std::ostream& log) : eval_windows_(o.text.eval_windows) {
     const TextOptions& t = o.text;
-    WEFT_CHECK(t.eval_windows >= 0, ValueError, "--eval-windows must not be negative, got ", t.eval_windows);
-    WEFT_CHECK(t.val_fraction > 0 && t.val_fraction < 1, ValueError, "--val-fraction must be in (0, 1), got ",
-               t.val_fraction);
     std::optional<infer::SavedGPT> saved;
     if (!o.resume_dir.empty()) saved = infer::read_saved_gpt(o.resume_dir);
     tokenizer_ = saved ? infer::tokenizer_for(*saved, t.tokenizer) : data::load_tokenizer(t.tokenizer.empty() ? "byte" : t.tokenizer);
     config_ = resolve_config(t, saved, tokenizer_->vocab_size());
     random_data_ = t.data.size() == 1 && t.data[0] == "random";
-    WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError, "--vocab ", config_.vocab,
-               " is smaller than the tokenizer's vocabulary of ", tokenizer_->vocab_size());
+    WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError,
+               "--vocab: must be at least the tokenizer's vocabulary of ", tokenizer_->vocab_size(), ", got '",
+               config_.vocab, "'");
 
     Corpus corpus = load_corpus(t, o.seed, *tokenizer_, config_.vocab);
     train_ = std::make_shared<data::TokenDataset>(std::move(corpus.train), config_.context);
@@ -224,6 +222,8 @@ class LanguageTask : public Task {
 };
 
 }  // namespace
+
+const TaskDefaults& language_task_defaults() { return kTextDefaults; }
 
 std::unique_ptr<Task> make_language_task(const TrainOptions& o, std::ostream& log) {
   return std::make_unique<LanguageTask>(o, log);

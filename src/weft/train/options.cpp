@@ -1,5 +1,9 @@
 #include "weft/train/options.h"
 
+#include "weft/core/error.h"
+#include "weft/core/flag_value.h"
+#include "weft/nn/gpt.h"
+
 namespace weft::train {
 
 namespace {
@@ -9,7 +13,58 @@ nlohmann::json or_null(const std::optional<T>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+void check_choice(std::string_view flag, const std::string& value, std::initializer_list<std::string_view> choices) {
+  std::string names;
+  for (std::string_view choice : choices) {
+    if (value == choice) return;
+    names += str(names.empty() ? "" : ", ", choice);
+  }
+  throw ValueError(str(flag, ": must be one of ", names, ", got '", value, "'"));
+}
+
 }  // namespace
+
+void TrainOptions::validate() const {
+  constexpr Accepts<double> positive{.min = 0, .min_open = true}, non_negative{.min = 0};
+  check_choice("--model", model, {"mlp", "cnn", "gpt"});
+  if (steps) check_flag("--steps", *steps, {.min = 1, .max = kMaxSteps});
+  if (epochs) check_flag("--epochs", *epochs, {.min = 0, .max = kMaxSteps, .min_open = true});
+  check_flag("--time-limit", time_limit, non_negative);
+  check_flag("--limit-train-batches", limit_train_batches, {.min = 0, .max = kMaxCount});
+  if (batch_size) check_flag("--batch-size", *batch_size, {.min = 1, .max = kMaxCount});
+  if (lr) check_flag("--lr", *lr, positive);
+  if (weight_decay) check_flag("--weight-decay", *weight_decay, non_negative);
+  check_choice("--schedule", schedule, {"constant", "step", "cosine"});
+  if (warmup) check_flag("--warmup", *warmup, {.min = 0, .max = kMaxSteps});
+  WEFT_CHECK(!warmup || schedule == "cosine", ValueError, "--warmup: is not a flag of --schedule ", schedule,
+             " (only cosine warms up)");
+  if (clip_grad) check_flag("--clip-grad", *clip_grad, non_negative);
+  check_flag("--grad-accum", grad_accum, {.min = 1, .max = kMaxCount});
+  WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
+             *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
+  check_flag("--memory-limit", memory_limit, {.min = 0});
+  if (eval_every) check_flag("--eval-every", *eval_every, {.min = 0, .max = kMaxSteps});
+  check_flag("--log-every", log_every, {.min = 1, .max = kMaxSteps});
+  WEFT_CHECK(1 <= profile_first_step && profile_first_step <= profile_last_step && profile_last_step <= kMaxSteps,
+             ValueError, "--profile-steps: must be FIRST:LAST with 1 <= FIRST <= LAST <= ", kMaxSteps, ", got '",
+             profile_first_step, ":", profile_last_step, "'");
+  check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
+  check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
+  check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});
+  if (text.layers) check_flag("--layers", *text.layers, {.min = 1, .max = nn::kMaxGptLayers});
+  const std::pair<const char*, const std::optional<int64_t>&> sizes[] = {
+      {"--heads", text.heads}, {"--dim", text.dim}, {"--context", text.context}, {"--vocab", text.vocab}};
+  for (const auto& [flag, size] : sizes)
+    if (size) check_flag(flag, *size, {.min = 1, .max = kMaxCount});
+  // Resuming, an unset size is the checkpoint's, checked when it is read.
+  if (resume_dir.empty() || (text.dim && text.heads)) {
+    const int64_t heads = text.heads.value_or(TextOptions::kDefaultHeads), dim = text.dim.value_or(TextOptions::kDefaultDim);
+    WEFT_CHECK(dim % heads == 0, ValueError, "--dim: must be a multiple of --heads (", heads, "), got '", dim, "'");
+  }
+  check_flag("--dropout", text.dropout, {.min = 0, .max = 1, .max_open = true});
+  check_flag("--val-fraction", text.val_fraction, {.min = 0, .max = 1, .min_open = true, .max_open = true});
+  check_flag("--eval-windows", text.eval_windows, {.min = 0});
+}
 
 nlohmann::json TrainOptions::to_json() const {
   nlohmann::json j = {{"model", model}, {"steps", or_null(steps)}, {"epochs", or_null(epochs)},

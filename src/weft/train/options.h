@@ -4,7 +4,8 @@
 // The options every task shares come first; each task's own ones sit in their own struct below.
 // An option left unset (std::nullopt) takes the task's default, which the task states beside
 // its definition (train/task.h); a value the user gave is used as given or refused with a
-// ValueError naming the flag, never replaced.
+// ValueError naming the flag, never replaced. validate() is that refusal, in the format of
+// core/flag_value.h; the bounds below are part of it.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -18,6 +19,12 @@
 
 namespace weft::train {
 
+// The largest values the options take: more than any run here finishes, and small enough that
+// what the trainer multiplies (planned steps, batches per epoch, tokens per batch) fits int64.
+inline constexpr int64_t kMaxSteps = 1'000'000'000'000;  // --steps, and what --epochs or --time-limit plan
+inline constexpr int64_t kMaxCount = int64_t{1} << 30;    // a batch, a GPT's sizes, steps between logs
+inline constexpr int kMaxThreads = 1024;                  // --threads and --prefetch
+
 // --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files).
 struct ImageOptions {
   std::string dataset = "fashion-mnist";  // fashion-mnist | mnist: which normalisation statistics apply
@@ -26,8 +33,9 @@ struct ImageOptions {
 
 // --model gpt: a GPT learning the next token of a text corpus (docs/gpt.md).
 struct TextOptions {
-  // The architecture. Unset: the checkpoint's when resuming, otherwise 4 layers, 4 heads, width
-  // 128, context 128, and the tokenizer's vocabulary. A value given is checked as given.
+  // The architecture. Unset: the checkpoint's when resuming, otherwise these, and the tokenizer's
+  // vocabulary. A value given is checked as given.
+  static constexpr int64_t kDefaultLayers = 4, kDefaultHeads = 4, kDefaultDim = 128, kDefaultContext = 128;
   std::optional<int64_t> layers, heads, dim, context, vocab;
   double dropout = 0;
   std::string tokenizer;          // "byte" or a SentencePiece model file; "": the checkpoint's when resuming, else byte
@@ -86,6 +94,9 @@ struct TrainOptions {
   TextOptions text;
 
   bool is_image_task() const { return model == "mlp" || model == "cnn"; }
+  // Every field against what its flag accepts: ValueError naming the first flag that is not. The
+  // CLI calls it as soon as the flags are parsed, train() before it reads anything.
+  void validate() const;
   nlohmann::json to_json() const;
 };
 

@@ -84,4 +84,10 @@ std::unique_ptr<Task> make_task(const TrainOptions& options, std::ostream& log);
 std::unique_ptr<Task> make_image_task(const TrainOptions& options, std::ostream& log);
 std::unique_ptr<Task> make_language_task(const TrainOptions& options, std::ostream& log);
 
+// The defaults of --model's task (its defaults()), known before any data is read, so that the
+// flags are checked against them first.
+const TaskDefaults& task_defaults(const std::string& model);
+const TaskDefaults& image_task_defaults();
+const TaskDefaults& language_task_defaults();
+
 }  // namespace weft::train

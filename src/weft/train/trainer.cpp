@@ -1,5 +1,6 @@
 #include "weft/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "weft/amp/grad_scaler.h"
 #include "weft/core/allocator.h"
+#include "weft/core/flag_value.h"
 #include "weft/core/random.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
@@ -39,36 +41,6 @@ bool same_directory(const std::string& a, const std::string& b) {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-void check_options(const TrainOptions& o, std::ostream& log) {
-  WEFT_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "gpt", ValueError, "unknown model '", o.model,
-             "': expected mlp, cnn or gpt");
-  WEFT_CHECK(!o.steps || *o.steps > 0, ValueError, "--steps must be positive, got ", *o.steps);
-  WEFT_CHECK(!o.epochs || (*o.epochs > 0 && std::isfinite(*o.epochs)), ValueError,
-             "--epochs must be a positive number, got ", *o.epochs);
-  WEFT_CHECK(o.time_limit >= 0 && std::isfinite(o.time_limit), ValueError,
-             "--time-limit must be a non-negative number of seconds, got ", o.time_limit);
-  WEFT_CHECK(o.limit_train_batches >= 0, ValueError, "--limit-train-batches must not be negative, got ",
-             o.limit_train_batches);
-  WEFT_CHECK(!o.batch_size || *o.batch_size > 0, ValueError, "--batch-size must be positive, got ", *o.batch_size);
-  WEFT_CHECK(!o.lr || (*o.lr > 0 && std::isfinite(*o.lr)), ValueError, "--lr must be a positive number, got ", *o.lr);
-  WEFT_CHECK(!o.weight_decay || *o.weight_decay >= 0, ValueError, "--weight-decay must not be negative, got ",
-             *o.weight_decay);
-  WEFT_CHECK(o.schedule == "constant" || o.schedule == "step" || o.schedule == "cosine", ValueError,
-             "unknown schedule '", o.schedule, "': expected constant, step or cosine");
-  WEFT_CHECK(!o.warmup || *o.warmup >= 0, ValueError, "--warmup must not be negative, got ", *o.warmup);
-  WEFT_CHECK(!o.clip_grad || *o.clip_grad >= 0, ValueError, "--clip-grad must not be negative, got ", *o.clip_grad);
-  WEFT_CHECK(o.grad_accum > 0, ValueError, "--grad-accum ", o.grad_accum, " must be a positive divisor of the batch size");
-  WEFT_CHECK(o.memory_limit >= 0, ValueError, "--memory-limit must not be negative");
-  WEFT_CHECK(!o.eval_every || *o.eval_every >= 0, ValueError, "--eval-every must not be negative, got ", *o.eval_every);
-  WEFT_CHECK(o.log_every > 0, ValueError, "--log-every must be positive, got ", o.log_every);
-  WEFT_CHECK(o.threads >= 0, ValueError, "--threads must not be negative, got ", o.threads);
-  WEFT_CHECK(o.prefetch >= 0, ValueError, "--prefetch must not be negative, got ", o.prefetch);
-  WEFT_CHECK(o.profile_first_step >= 1 && o.profile_first_step <= o.profile_last_step, ValueError,
-             "--profile-steps must be FIRST:LAST with 1 <= FIRST <= LAST, got ", o.profile_first_step, ":",
-             o.profile_last_step);
-  check_precision(o.precision, log);
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const TaskDefaults& d, double lr,
                                                  std::vector<Tensor> params) {
@@ -182,7 +154,13 @@ std::string fixed(double value, int decimals) {
 std::unique_ptr<Task> make_task(const TrainOptions& o, std::ostream& log) {
   if (o.is_image_task()) return make_image_task(o, log);
   if (o.model == "gpt") return make_language_task(o, log);
-  throw ValueError(str("unknown model '", o.model, "': expected mlp, cnn or gpt"));
+  throw ValueError(str("--model: must be one of mlp, cnn, gpt, got '", o.model, "'"));
+}
+
+const TaskDefaults& task_defaults(const std::string& model) {
+  if (model == "mlp" || model == "cnn") return image_task_defaults();
+  if (model == "gpt") return language_task_defaults();
+  throw ValueError(str("--model: must be one of mlp, cnn, gpt, got '", model, "'"));
 }
 
 nlohmann::json TrainResult::to_json() const {
@@ -202,7 +180,12 @@ nlohmann::json TrainResult::to_json() const {
 
 TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   const Clock::time_point start = Clock::now();
-  check_options(o, log);
+  o.validate();
+  check_precision(o.precision, log);
+  const int64_t batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
+  WEFT_CHECK(batch_size % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
+             ", the task's default) so that every micro-batch has batch-size / grad-accum samples, got '",
+             o.grad_accum, "'");
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
 
@@ -215,12 +198,20 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     out_lock.emplace(o.out_dir, str("weft train --model ", o.model));
   }
 
-  std::unique_ptr<Task> task = make_task(o, log);
+  // The task loads its data: a memory limit below what that alone takes is no matter of batch size.
+  std::unique_ptr<Task> task;
+  try {
+    task = make_task(o, log);
+  } catch (const OutOfMemoryError& error) {
+    const int64_t limit = CachingAllocator::cpu().memory_limit();
+    if (limit == 0) throw;
+    throw OutOfMemoryError(str("the memory limit of ", format_bytes(limit),
+                               o.memory_limit > 0 ? " (--memory-limit)" : " (WEFT_MEMORY_LIMIT)",
+                               " is below what the training data itself needs: loading it could not allocate ",
+                               format_bytes(error.requested_bytes), " more; raise the limit"),
+                           error.requested_bytes);
+  }
   const TaskDefaults& d = task->defaults();
-  const int64_t batch_size = o.batch_size.value_or(d.batch_size);
-  WEFT_CHECK(batch_size % o.grad_accum == 0, ValueError, "--grad-accum ", o.grad_accum,
-             " must be a positive divisor of --batch-size ", batch_size, ", so that every micro-batch has ",
-             "batch-size / grad-accum samples");
   const bool adaptive = o.optimizer == optim::OptimizerKind::adam || o.optimizer == optim::OptimizerKind::adamw;
   const double lr = o.lr.value_or(adaptive ? d.adam_lr : d.sgd_lr);
   const double clip_grad = o.clip_grad.value_or(d.clip_grad);
@@ -249,6 +240,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   }
 
   int64_t micro_batch = batch_size / o.grad_accum;
+  WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
+             ValueError, "--epochs: must be at most ", shortest(static_cast<double>(kMaxSteps) / steps_per_epoch),
+             " at ", steps_per_epoch, " steps per epoch (a run is at most ", kMaxSteps, " steps), got '",
+             shortest(*o.epochs), "'");
   int64_t planned_steps = o.steps                             ? *o.steps
                           : o.epochs                          ? std::llround(std::ceil(*o.epochs * steps_per_epoch))
                           : saved_plan > 0 && o.time_limit == 0 ? saved_plan
@@ -271,7 +266,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     default_generator().set_state(rng);
     // The update and evaluation add to a step's time: plan on 10% more.
     const double per_step = 1.1 * seconds / 3;
-    planned_steps = state.step + std::max<int64_t>(1, static_cast<int64_t>((o.time_limit - seconds_since(start)) / per_step));
+    const double steps_in_time =
+        std::max(1.0, std::min((o.time_limit - seconds_since(start)) / per_step, static_cast<double>(kMaxSteps)));
+    planned_steps = state.step + static_cast<int64_t>(steps_in_time);
     log << "time limit " << o.time_limit << " s: about " << per_step << " s per step, planning " << planned_steps
         << " steps\n";
   }
@@ -279,6 +276,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   if (saved_plan > 0 && saved_plan != planned_steps && o.schedule == "cosine")
     log << "note: the run was planned for " << saved_plan << " steps and now runs " << planned_steps
         << "; the cosine schedule is re-planned over " << planned_steps << " steps from here\n";
+  WEFT_CHECK(!o.warmup || *o.warmup <= planned_steps, ValueError, "--warmup: must be at most the ", planned_steps,
+             " steps this run plans, got '", o.warmup.value_or(0), "'");
   const int64_t warmup = o.warmup.value_or(d.warmup.value_or(std::min<int64_t>(100, planned_steps / 10)));
   const std::unique_ptr<optim::LRSchedule> schedule = make_schedule(o.schedule, lr, warmup, planned_steps, steps_per_epoch);
   const int64_t eval_every = o.eval_every.value_or(d.eval_every.value_or(steps_per_epoch));
