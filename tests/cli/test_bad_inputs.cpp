@@ -211,6 +211,9 @@ TEST_F(BadInputs, SafetensorsFiles) {
   }());
   check("info nested-deep", "info " + path("bad-gpt/nested-deep.safetensors"));
   check("generate nested-deep", "generate --checkpoint " + path("bad-gpt/nested-deep.safetensors") + " --prompt hi");
+  // What the fuzzer keeps (tests/fuzz/corpus), through the command that reads a file the way a user does.
+  for (const fs::directory_entry& entry : fs::directory_iterator(fs::path(WEFT_FUZZ_CORPUS_DIR) / "safetensors"))
+    check("info fuzz corpus " + entry.path().filename().string(), "info " + entry.path().string());
   for (const std::string& file : {path("mnist"), path("does-not-exist.safetensors"), path("text")}) {
     check("info " + file, "info " + file);
     check("eval " + file, "eval --checkpoint " + file + " --data-dir " + path("mnist"));
