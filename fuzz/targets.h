@@ -8,8 +8,9 @@
 //   safetensors  load_safetensors and read_safetensors_header of the bytes as a .safetensors file
 //   idx          read_idx of the bytes (plain or gzip)
 //   token_shard  read_token_shard, then a TokenDataset's first and last windows when it has any
-//   checkpoint   load_checkpoint of a GPT checkpoint whose trainer.json is the bytes up to the
-//                first NUL and, when there is a NUL, whose optimizer.safetensors is the rest
+//   checkpoint   load_checkpoint of a checkpoint (a Linear(3, 2) and its AdamW state) whose
+//                trainer.json is the bytes up to the first NUL and, when there is a NUL, whose
+//                optimizer.safetensors is the rest
 //
 // The readers take paths, so each call writes the bytes into a scratch directory of its own
 // process (removed at exit) and reads them back from there.
