@@ -1,9 +1,10 @@
-# The commands a user types. Everything builds with CMake + Ninja into build/ (optimised) and
-# build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer, for the tests).
+# The commands a user types. Everything builds with CMake + Ninja into build/ (optimised),
+# build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer, for the tests) and build-fuzz/
+# (clang's libFuzzer with both sanitizers, for make fuzz).
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build build-asan demo test test-fast bench clean
+.PHONY: setup build build-asan demo test test-fast bench fuzz clean
 
 setup:
 	@scripts/setup
@@ -41,5 +42,14 @@ bench: build
 	@echo "== bench/mlp_inference_vs_pytorch.py"
 	@OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/mlp_inference_vs_pytorch.py build
 
+# Fuzzes the file readers for FUZZ_SECONDS each, adding what it finds to tests/fuzz/corpus/, which
+# make test replays (scripts/fuzz says more).
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	@scripts/setup --fuzz
+	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
+
 clean:
-	rm -rf build build-asan runs
+	rm -rf build build-asan build-fuzz runs

@@ -1,5 +1,6 @@
 // IDX, MNIST-style and CIFAR-10 files: round trips, every malformed input, real Fashion-MNIST.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -152,6 +153,31 @@ TEST(Idx, CorruptGzipIsAFormatError) {
   write_file(dir.file("x.gz"), bytes);
   std::string msg = message_of<FormatError>([&] { read_idx(dir.file("x.gz")); });
   EXPECT_TRUE(contains(msg, dir.file("x.gz")) && contains(msg, "gzip")) << msg;
+}
+
+TEST(Idx, GzipCutShortIsAFormatErrorEvenWithEveryDataByte) {
+  TempDir dir;
+  write_file(dir.file("x.gz"), idx_u8({2, 3}, {1, 2, 3, 4, 5, 6}), true);
+  Bytes bytes;
+  {
+    std::FILE* f = std::fopen(dir.file("x.gz").c_str(), "rb");
+    for (int c; (c = std::fgetc(f)) != EOF;) bytes.push_back(static_cast<char>(c));
+    std::fclose(f);
+  }
+  for (size_t cut : {size_t{3}, size_t{8}}) {  // into the trailer (CRC-32, length), or only its length
+    write_file(dir.file("x.gz"), bytes.substr(0, bytes.size() - cut));
+    std::string msg = message_of<FormatError>([&] { read_idx(dir.file("x.gz")); });
+    EXPECT_TRUE(contains(msg, dir.file("x.gz")) && contains(msg, "truncated gzip stream")) << msg;
+  }
+}
+
+TEST(Idx, OnlyRegularFilesAreRead) {
+  TempDir dir;
+  std::string msg = message_of<IOError>([&] { read_idx(dir.path()); });
+  EXPECT_TRUE(contains(msg, dir.path()) && contains(msg, "expected a regular file, found a directory")) << msg;
+  ASSERT_EQ(mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  msg = message_of<IOError>([&] { read_idx(dir.file("fifo")); });  // would block forever if opened
+  EXPECT_TRUE(contains(msg, "found a special file")) << msg;
 }
 
 // An MNIST-style directory: `n` 2x3 images whose pixel j of image i is 10 i + j, labels i % 10.

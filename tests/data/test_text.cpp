@@ -300,6 +300,10 @@ TEST(TokenShard, RejectsMalformedFilesNamingThem) {
   wrong_token[36] = 0x00;
   wrong_token[37] = 0x01;  // token 0 becomes 256
   expect_format_error(wrong_token, "token id 256 at position 0 is outside the vocabulary [0, 256)");
+  std::string line_break = good;
+  line_break[34] = '\n';  // in "byte"
+  expect_format_error(line_break, "printable ASCII");
+  expect_format_error(line_break, "found byte 10 at offset 2");
   EXPECT_THROW(read_token_shard(dir.file("missing.bin")), IOError);
 }
 

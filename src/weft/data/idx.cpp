@@ -30,8 +30,8 @@ struct GzClose {
   void operator()(gzFile_s* f) const { gzclose(f); }
 };
 
-// Reads until n bytes or the end of the data; a corrupt gzip stream is a FormatError. A gzip
-// stream cut short is not an error here: it reads as fewer bytes, which callers report.
+// Reads until n bytes or the end of the data; a corrupt gzip stream, or one that ends before its
+// trailer (cut short: even when every data byte arrived, the checksum did not), is a FormatError.
 size_t read_bytes(gzFile f, void* out, size_t n, const std::string& path) {
   size_t done = 0;
   while (done < n) {
@@ -45,6 +45,10 @@ size_t read_bytes(gzFile f, void* out, size_t n, const std::string& path) {
     if (got == 0) break;
     done += static_cast<size_t>(got);
   }
+  int code = Z_OK;
+  gzerror(f, &code);
+  WEFT_CHECK(code != Z_BUF_ERROR, FormatError, "read_idx: '", path,
+             "': truncated gzip stream: expected it to end with its checksum trailer, found the end of the file first");
   return done;
 }
 
@@ -77,10 +81,15 @@ void from_big_endian(void* data, int64_t n, size_t width) {
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
+  // gzopen would wait forever on a FIFO and read a directory as an empty stream.
+  std::error_code ec;
+  std::filesystem::file_status status = std::filesystem::status(path, ec);
+  WEFT_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), IOError, "read_idx: '",
+             path, "': expected a regular file, found ",
+             std::filesystem::is_directory(status) ? "a directory" : "a special file (a FIFO, socket or device)");
   std::unique_ptr<gzFile_s, GzClose> file(gzopen(path.c_str(), "rb"));
   WEFT_CHECK(file, IOError, "read_idx: cannot open '", path, "': ", std::strerror(errno));
   gzFile f = file.get();
-  std::error_code ec;
   uint64_t file_bytes = std::filesystem::file_size(path, ec);
   WEFT_CHECK(!ec, IOError, "read_idx: cannot stat '", path, "': ", ec.message());
 

@@ -5,9 +5,10 @@
 // read_idx returns a contiguous tensor of exactly that shape holding exactly those values; weft
 // has no i16, so i16 files widen to i32. A file is either plain or gzip (detected from its
 // content, not its name). Anything else fails loudly rather than yielding a partial tensor:
-// a missing or unreadable file is an IOError, and a wrong magic, an unknown type code, no
-// dimensions or a zero one, a header claiming more data than the file could hold, truncated
-// data or trailing bytes are FormatErrors; both name the path.
+// a missing or unreadable file, or a path that is not a regular file, is an IOError, and a wrong
+// magic, an unknown type code, no dimensions or a zero one, a header claiming more data than the
+// file could hold (checked before allocating), truncated data, a gzip stream cut short or corrupt,
+// or trailing bytes are FormatErrors; both name the path.
 #pragma once
 #include <string>
 

@@ -184,6 +184,11 @@ TokenShard read_token_shard(const std::string& path) {
              count, " tokens, found ", token_bytes - count * kTokenBytes, " trailing bytes");
   TokenShard shard{bytes.substr(kShardHeaderBytes, identity_bytes), static_cast<int64_t>(vocab), {}, path};
   WEFT_CHECK(!shard.tokenizer.empty(), FormatError, "'", path, "': expected a tokenizer identity, found none");
+  // The identity goes into messages, so it must not carry control bytes or line breaks.
+  auto unprintable = std::find_if(shard.tokenizer.begin(), shard.tokenizer.end(), [](char c) { return c < 0x21 || c > 0x7e; });
+  WEFT_CHECK(unprintable == shard.tokenizer.end(), FormatError, "'", path, "': expected a tokenizer identity of ",
+             "printable ASCII (\"byte\", \"sentencepiece:...\"), found byte ", static_cast<int>(static_cast<unsigned char>(*unprintable)),
+             " at offset ", unprintable - shard.tokenizer.begin(), " of it (corrupt shard)");
   shard.tokens.resize(count);
   size_t at = kShardHeaderBytes + identity_bytes;
   for (uint64_t i = 0; i < count; ++i, at += kTokenBytes) {

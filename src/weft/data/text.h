@@ -15,8 +15,9 @@
 // decodes to the text it came from. A shard file is little-endian:
 //   "WEFTTOK\0"  u32 version (1)  u32 token width in bytes (2: u16)  u32 vocab size
 //   u32 identity length L  u64 token count N  L bytes of tokenizer identity  N u16 tokens
-// It is written atomically; read_token_shard checks every field, the exact file size and that
-// every token is below the vocabulary size, and names the file in each FormatError.
+// It is written atomically; read_token_shard checks every field (the identity is printable
+// ASCII), the exact file size and that every token is below the vocabulary size, and names the
+// file in each FormatError.
 //
 // TokenDataset. Sample k is the window of `context` tokens starting at token k * stride, whose
 // targets are the same window shifted one token on; with stride 1 every start is a sample (draw

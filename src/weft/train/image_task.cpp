@@ -13,7 +13,13 @@
 namespace weft::train {
 
 data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
-  return data::load_mnist_idx(dir, train, infer::image_dataset_info(dataset).normalization);
+  const infer::ImageDatasetInfo& info = infer::image_dataset_info(dataset);
+  data::ImageDataset data = data::load_mnist_idx(dir, train, info.normalization);
+  const Shape found(data.images().shape().begin() + 1, data.images().shape().end());
+  WEFT_CHECK(found == info.sample_shape, FormatError, "--data-dir ", dir, ": expected ", dataset, " images of ",
+             shape_str(info.sample_shape), " (what the models take), found ", shape_str(found), " in its ",
+             train ? "train" : "t10k", "-images-idx3-ubyte");
+  return data;
 }
 
 EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size) {

@@ -9,7 +9,8 @@
 
 namespace weft::train {
 
-// The IDX test or training split in `dir`, normalised for `dataset` (ValueError if unknown).
+// The IDX test or training split in `dir`, normalised for `dataset` (ValueError if unknown); images
+// of another size than the data set's, which the models cannot take → FormatError.
 data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train);
 
 struct EvalResult {

@@ -1,0 +1,154 @@
+#include "targets.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "weft/core/error.h"
+#include "weft/data/idx.h"
+#include "weft/data/text.h"
+#include "weft/io/checkpoint_dir.h"
+#include "weft/io/safetensors.h"
+#include "weft/nn/linear.h"
+#include "weft/ops/reduce.h"
+#include "weft/optim/adam.h"
+#include "weft/train/checkpoint.h"
+
+namespace weft::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+// This process's scratch directory, made on first use and removed at exit.
+class Scratch {
+ public:
+  Scratch() {
+    std::string pattern = (fs::temp_directory_path() / "weft_fuzz_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("fuzz: cannot make a scratch directory");
+    path_ = pattern;
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+const Scratch& scratch() {
+  static const Scratch dir;
+  return dir;
+}
+
+// Not a weft::Error: a harness that cannot write its own file must not pass as a refused input.
+void write(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out.flush()) throw std::runtime_error("fuzz: cannot write " + path);
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) throw std::runtime_error("fuzz: cannot read " + path);
+  return bytes;
+}
+
+template <typename Read>
+bool accepted(Read&& read) {
+  try {
+    read();
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Reads every byte of a tensor, so a tensor whose bytes lie outside what was mapped is caught
+// here rather than by whoever uses it first.
+uint8_t touch(const Tensor& tensor) {
+  const auto* bytes = static_cast<const uint8_t*>(tensor.data_ptr());
+  uint8_t sum = 0;
+  for (size_t i = 0; i < tensor.nbytes(); ++i) sum = static_cast<uint8_t>(sum + bytes[i]);
+  return sum;
+}
+
+constexpr int64_t kCheckpointStep = 3;
+
+// A valid checkpoint of a Linear(3, 2) after one AdamW step, made once per process: the target
+// replaces its trainer.json (and optimizer.safetensors) in place and loads it. The model is that
+// small so that a whole checkpoint input (trainer.json and optimizer.safetensors) stays under a
+// kilobyte, which keeps libFuzzer's mutations on the bytes that matter.
+struct Checkpoint {
+  Checkpoint() : dir(scratch().file("checkpoint")) {
+    nn::Linear model(3, 2);
+    optim::AdamW optimizer(model.parameters(), optim::AdamWOptions{});
+    sum(model(Tensor::ones({1, 3}))).backward();
+    optimizer.step();  // so that the optimizer file holds moments, not only the parameter list
+    train::TrainerState state;
+    state.step = kCheckpointStep;
+    state.epoch = 1;
+    train::save_checkpoint(dir, model, "linear", optimizer, state);
+    step_dir = io::current_checkpoint(dir);
+    optimizer_bytes = read(step_dir + "/optimizer.safetensors");
+  }
+  std::string dir, step_dir, optimizer_bytes;
+};
+
+const Checkpoint& checkpoint() {
+  static const Checkpoint made;
+  return made;
+}
+
+}  // namespace
+
+bool read_safetensors(std::string_view bytes) {
+  const std::string path = scratch().file("input.safetensors");
+  write(path, bytes);
+  bool header = accepted([&] { io::read_safetensors_header(path); });
+  bool whole = accepted([&] {
+    io::SafetensorsFile file = io::load_safetensors(path);
+    for (const auto& [name, tensor] : file.tensors) touch(tensor);
+  });
+  return header && whole;
+}
+
+bool read_idx(std::string_view bytes) {
+  const std::string path = scratch().file("input.idx");
+  write(path, bytes);
+  return accepted([&] { touch(data::read_idx(path)); });
+}
+
+bool read_token_shard(std::string_view bytes) {
+  const std::string path = scratch().file("train.bin");
+  write(path, bytes);
+  return accepted([&] {
+    data::TokenShard shard = data::read_token_shard(path);
+    auto tokens = static_cast<int64_t>(shard.tokens.size());
+    if (tokens < 2) return;
+    data::TokenDataset windows(std::move(shard), std::min<int64_t>(tokens - 1, 8));
+    windows.get_batch({0, windows.size() - 1});
+  });
+}
+
+std::string valid_checkpoint_input() {
+  return read(checkpoint().step_dir + "/trainer.json") + '\0' + checkpoint().optimizer_bytes;
+}
+
+bool read_checkpoint(std::string_view bytes) {
+  const Checkpoint& saved = checkpoint();
+  size_t nul = bytes.find('\0');
+  write(saved.step_dir + "/trainer.json", bytes.substr(0, nul));
+  write(saved.step_dir + "/optimizer.safetensors",
+        nul == std::string_view::npos ? std::string_view(saved.optimizer_bytes) : bytes.substr(nul + 1));
+  nn::Linear model(3, 2);
+  optim::AdamW optimizer(model.parameters(), optim::AdamWOptions{});
+  return accepted([&] { train::load_checkpoint(saved.dir, model, "linear", optimizer); });
+}
+
+}  // namespace weft::fuzz
