@@ -29,17 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::string;
 
-// Cases (by label) that still fail in readers another change is hardening; skipped until it is
-// merged, then this list is emptied.
-const std::set<std::string> kKnownFailuresFixedByReaders = {
-    "tokenize train one-long-line",     // SIGSEGV inside SentencePiece's trainer
-    "resume trainer.json epoch-huge",   // 1e300 cast to int64 (undefined), and the run resumes
-    "info nested-deep",                 // SIGSEGV: a safetensors header nested 200000 deep overflows the stack
-    "generate nested-deep",             // the same
-    // Under the sanitizers' larger frames, 5000 levels already overflow the stack, in the
-    // nlohmann::json::dump of a non-string metadata value (io/safetensors.cpp).
-    "info fuzz corpus bad-object-nested-deep",
-};
 
 struct Exit {
   int status = -1;  // the exit status; -1 for a signal
@@ -152,11 +141,10 @@ class BadInputs : public ::testing::Test {
 
   static std::string path(const std::string& name) { return dir_->file(name); }
 
-  // Runs `weft args` and returns its exit status (-2: a known failure, not run); `outputs` are
+  // Runs `weft args` and returns its exit status; `outputs` are
   // paths it may write, which must not exist (or, for a train --out, hold nothing but its lock)
   // when it refuses the input.
   static int check(const std::string& label, const std::string& args, const std::vector<std::string>& outputs = {}) {
-    if (kKnownFailuresFixedByReaders.count(label)) return -2;
     for (const std::string& out : outputs) fs::remove_all(out);
     Exit run = weft(args, *dir_);
     SCOPED_TRACE(label + ": weft " + args);
@@ -266,7 +254,7 @@ TEST_F(BadInputs, CheckpointDirectoriesAndResume) {
     std::map<std::string, std::string> before = snapshot(dir);
     const std::string label = "resume trainer.json " + name;
     int status = check(label, resume_flags + " --resume " + dir + " --out " + dir);
-    if (must_refuse(name) && status != -2) {
+    if (must_refuse(name)) {
       EXPECT_EQ(status, 2) << label << ": resumed from a corrupt trainer.json";
     }
     if (status == 2) {

@@ -19,17 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Corpus files ("target/file") that still crash or escape as internal errors in readers another
-// change is hardening; they are skipped until it is merged, then this list is emptied.
-const std::set<std::string> kKnownFailuresFixedByReaders = {
-    "checkpoint/bad-epoch-huge",      // 1e300 cast to int64 (undefined behaviour), then accepted
-    "checkpoint/bad-epoch-negative",  // accepted: a resumed run would start at a nonsense epoch
-    "checkpoint/bad-step-float",      // 3.5 accepted as step 3
-    "checkpoint/bad-options-array",   // accepted: options must be an object
-    // A metadata value nested 5000 deep: a stack overflow under the sanitizers, in the
-    // nlohmann::json::dump of a non-string metadata value (io/safetensors.cpp).
-    "safetensors/bad-object-nested-deep",
-};
 
 std::string slurp(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -47,7 +36,6 @@ TEST_P(FuzzCorpus, EveryFileIsAcceptedOrRefusedWithAWeftError) {
   int valid = 0;
   for (const fs::path& file : files) {
     const std::string name = str(target.name, "/", file.filename().string());
-    if (kKnownFailuresFixedByReaders.count(name)) continue;
     SCOPED_TRACE(name);
     bool accepted = false;
     try {
