@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "weft/amp/grad_scaler.h"
 #include "weft/core/allocator.h"
@@ -31,6 +33,30 @@
 namespace weft::train {
 
 namespace {
+
+// The directories `weft train --out` creates, removed again when the run is refused before it
+// writes anything there (the lock file alone is not output): a refused run leaves no trace.
+class UnlessWrittenTo {
+ public:
+  explicit UnlessWrittenTo(const std::string& dir) {
+    std::error_code error;
+    for (std::filesystem::path p = std::filesystem::absolute(dir, error); !p.empty() && !std::filesystem::exists(p, error);
+         p = p.parent_path())
+      created_.push_back(p);
+  }
+  ~UnlessWrittenTo() {
+    if (created_.empty() || std::uncaught_exceptions() == 0) return;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(created_.front(), error))
+      if (entry.path().filename() != io::DirectoryLock::kFileName) return;  // the run wrote there
+    std::filesystem::remove(created_.front() / io::DirectoryLock::kFileName, error);
+    for (const std::filesystem::path& dir : created_)
+      if (!std::filesystem::remove(dir, error)) return;
+  }
+
+ private:
+  std::vector<std::filesystem::path> created_;  // innermost first
+};
 
 // --resume DIR --out DIR continues a run in place; the two spellings of one directory count too.
 bool same_directory(const std::string& a, const std::string& b) {
@@ -190,8 +216,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
 
   // The output directory is ours before anything is read or written, for the whole run.
+  std::optional<UnlessWrittenTo> created_out;
   std::optional<io::DirectoryLock> out_lock;
   if (!o.out_dir.empty()) {
+    created_out.emplace(o.out_dir);
     std::error_code error;
     std::filesystem::create_directories(o.out_dir, error);
     if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
