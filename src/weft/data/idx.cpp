@@ -1,5 +1,6 @@
 #include "weft/data/idx.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -7,8 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
+
+#include "weft/core/error.h"
+#include "weft/io/input_file.h"
 
 namespace weft::data {
 namespace {
@@ -81,17 +84,16 @@ void from_big_endian(void* data, int64_t n, size_t width) {
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
-  // gzopen would wait forever on a FIFO and read a directory as an empty stream.
-  std::error_code ec;
-  std::filesystem::file_status status = std::filesystem::status(path, ec);
-  WEFT_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), IOError, "read_idx: '",
-             path, "': expected a regular file, found ",
-             std::filesystem::is_directory(status) ? "a directory" : "a special file (a FIFO, socket or device)");
-  std::unique_ptr<gzFile_s, GzClose> file(gzopen(path.c_str(), "rb"));
-  WEFT_CHECK(file, IOError, "read_idx: cannot open '", path, "': ", std::strerror(errno));
+  // Through io::InputFile, so that a directory, a FIFO (which gzopen would wait on forever) or a
+  // device is refused before zlib reads it; zlib reads a duplicate of the checked descriptor.
+  const io::InputFile input(path, io::physical_memory_bytes());
+  const int fd = ::dup(input.fd());
+  WEFT_CHECK(fd >= 0, IOError, "read_idx: cannot read '", path, "': ", std::strerror(errno));
+  std::unique_ptr<gzFile_s, GzClose> file(gzdopen(fd, "rb"));
+  if (!file) ::close(fd);
+  WEFT_CHECK(file, IOError, "read_idx: cannot read '", path, "': zlib could not open it");
   gzFile f = file.get();
-  uint64_t file_bytes = std::filesystem::file_size(path, ec);
-  WEFT_CHECK(!ec, IOError, "read_idx: cannot stat '", path, "': ", ec.message());
+  const uint64_t file_bytes = input.size();
 
   unsigned char head[4];
   size_t got = read_bytes(f, head, 4, path);
@@ -112,8 +114,8 @@ Tensor read_idx(const std::string& path) {
              4 + dims_be.size(), " bytes, found ", 4 + got);
   uint64_t header_bytes = 4 + dims_be.size();
   // A corrupt header must not make us allocate more than the file could possibly hold.
-  uint64_t max_data =
-      gzdirect(f) ? file_bytes - std::min(file_bytes, header_bytes) : file_bytes * kMaxDeflateRatio;
+  uint64_t max_data = std::min(io::physical_memory_bytes(), gzdirect(f) ? file_bytes - std::min(file_bytes, header_bytes)
+                                                                         : file_bytes * kMaxDeflateRatio);
   uint64_t max_numel = max_data / type->width, count = 1;
   Shape shape(ndim);
   for (int d = 0; d < ndim; ++d) {
