@@ -71,6 +71,8 @@ std::vector<Row> rows() {
       {kTrain + " --profile OUT/trace.json", "--profile-steps",
        {"0:1", "3:2", "3", "a:b", "1:99999999999999999999", "-1:2", "1:1000000000001", ""}},
       {kTrain, "--profile-steps", {"2:4"}},  // without --profile there is nothing to record them into
+      {"train --model gpt --data random --out OUT", "--val-fraction", {"0.2"}},  // random tokens: nothing held out
+      {"train --model gpt --data random --out OUT", "--tokenizer", {"byte"}},    // nor tokenized
       {kTrain, "--model", {"resnet", ""}},
       {kTrain, "--schedule", {"linear"}},
       {kTrain, "--optimizer", {"lion"}},

@@ -190,6 +190,21 @@ TEST_F(TrainerTest, ProfilesTheNamedStepsIntoATrace) {
   EXPECT_TRUE(saw_linear) << r.profile.at("ops").dump();
 }
 
+// Steps the run will not reach are refused, before anything is written; the default range is
+// cut to the run instead, since the user did not ask for it.
+TEST_F(TrainerTest, ProfileStepsBeyondTheRunAreRefused) {
+  TrainOptions o = small("profile-beyond");
+  o.steps = 3;
+  o.profile_trace = (dir_ / "trace.json").string();
+  o.profile_first_step = 2;
+  o.profile_last_step = 5;
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "--profile-steps: must end by the run's last step, 3"));
+  EXPECT_FALSE(std::filesystem::exists(o.out_dir));
+  o.profile_first_step.reset();
+  o.profile_last_step.reset();
+  EXPECT_EQ(run(o).profile.at("last_step"), 3);
+}
+
 // A loss that is no longer a number stops the run at that step, saving nothing over the last
 // checkpoint: plain SGD at a learning rate of 1e12 overflows the MLP's weights in a step or two.
 TEST_F(TrainerTest, ANonFiniteLossStopsTheRun) {

@@ -162,7 +162,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_option("--profile", o->profile_trace,
                 "record --profile-steps into this Chrome trace (Perfetto opens it) and print the top ops")
       ->check(not_empty());
-  CLI::Option* profile_steps = t->add_option_function<std::string>(
+  t->add_option_function<std::string>(
       "--profile-steps",
       [o](const std::string& range) {
         const size_t colon = range.find(':');
@@ -196,11 +196,14 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       t->add_option("--data", text.data, "GPT: text files or directories (default: the fortunes), or random"),
       number_flag(t, "--val-fraction", text.val_fraction, "GPT: documents held out for validation"),
       number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
-  t->callback([&run, o, json, image_only, gpt_only, profile_steps] {
+  t->callback([&run, t, o, json, image_only, gpt_only] {
     for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
       WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ", o->model);
-    WEFT_CHECK(profile_steps->count() == 0 || !o->profile_trace.empty(), ValueError,
-               "--profile-steps: is not a flag without --profile (the trace they are recorded into)");
+    if (o->text.data == std::vector<std::string>{"random"})
+      for (const char* flag : {"--tokenizer", "--val-fraction"})
+        WEFT_CHECK(t->get_option(flag)->count() == 0, ValueError, flag,
+                   ": is not a flag of --data random (its tokens are drawn, not read: there is no text to tokenize "
+                   "or to hold out)");
     o->validate();
     run = [o, json] { train(*o, *json); };
   });

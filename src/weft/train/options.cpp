@@ -45,9 +45,14 @@ void TrainOptions::validate() const {
   check_flag("--memory-limit", memory_limit, {.min = 0});
   if (eval_every) check_flag("--eval-every", *eval_every, {.min = 0, .max = kMaxSteps});
   check_flag("--log-every", log_every, {.min = 1, .max = kMaxSteps});
-  WEFT_CHECK(1 <= profile_first_step && profile_first_step <= profile_last_step && profile_last_step <= kMaxSteps,
-             ValueError, "--profile-steps: must be FIRST:LAST with 1 <= FIRST <= LAST <= ", kMaxSteps, ", got '",
-             profile_first_step, ":", profile_last_step, "'");
+  WEFT_CHECK(profile_first_step.has_value() == profile_last_step.has_value(), ValueError,
+             "--profile-steps: must be FIRST:LAST, both or neither");
+  WEFT_CHECK(!profile_first_step || !profile_trace.empty(), ValueError,
+             "--profile-steps: is not a flag without --profile (the trace they are recorded into)");
+  if (profile_first_step)
+    WEFT_CHECK(1 <= *profile_first_step && *profile_first_step <= *profile_last_step && *profile_last_step <= kMaxSteps,
+               ValueError, "--profile-steps: must be FIRST:LAST with 1 <= FIRST <= LAST <= ", kMaxSteps, ", got '",
+               *profile_first_step, ":", *profile_last_step, "'");
   check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
   check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
   check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});

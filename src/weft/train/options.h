@@ -81,9 +81,10 @@ struct TrainOptions {
 
   // Profiling (docs/profiler.md): steps first..last (counted from 1, both included) are recorded
   // into a Chrome trace at `profile_trace`, and a table of the ops is printed at the end. The
-  // default skips the first step, which warms caches and the allocator up.
+  // default, steps 2 to 4 as far as the run goes, skips the first step, which warms caches and
+  // the allocator up; a range given must lie within the run.
   std::string profile_trace;  // "": no profiling
-  int64_t profile_first_step = 2, profile_last_step = 4;
+  std::optional<int64_t> profile_first_step, profile_last_step;
 
   // The machine.
   uint64_t seed = 0;

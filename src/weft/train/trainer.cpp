@@ -113,7 +113,8 @@ int64_t saved_planned_steps(const nlohmann::json& options, int64_t steps_per_epo
 class StepProfiler {
  public:
   StepProfiler(const TrainOptions& o, int64_t planned_steps, nn::Module& model)
-      : first_(std::min(o.profile_first_step, planned_steps)), last_(std::min(o.profile_last_step, planned_steps)) {
+      : first_(std::min(o.profile_first_step.value_or(2), planned_steps)),
+        last_(std::min(o.profile_last_step.value_or(4), planned_steps)) {
     for (auto& [name, module] : model.named_modules()) {
       names_.push_back(name.empty() ? o.model : name);
       const char* scope = names_.back().c_str();
@@ -304,6 +305,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   if (saved_plan > 0 && saved_plan != planned_steps && o.schedule == "cosine")
     log << "note: the run was planned for " << saved_plan << " steps and now runs " << planned_steps
         << "; the cosine schedule is re-planned over " << planned_steps << " steps from here\n";
+  WEFT_CHECK(!o.profile_last_step || *o.profile_last_step <= planned_steps, ValueError,
+             "--profile-steps: must end by the run's last step, ", planned_steps, ", got '", o.profile_first_step.value_or(0),
+             ":", o.profile_last_step.value_or(0), "'");
   WEFT_CHECK(!o.warmup || *o.warmup <= planned_steps, ValueError, "--warmup: must be at most the ", planned_steps,
              " steps this run plans, got '", o.warmup.value_or(0), "'");
   const int64_t warmup = o.warmup.value_or(d.warmup.value_or(std::min<int64_t>(100, planned_steps / 10)));
