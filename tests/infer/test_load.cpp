@@ -286,15 +286,17 @@ TEST_F(LoadTest, GPTMetadataIsCheckedFieldByFieldAndAgainstTheTensors) {
     const char* says;
   };
   const Case cases[] = {
-      {"layers", 1000000000, "describes a GPT of 3280000004320 parameters (1000000000 layers, dim 16"},
+      {"layers", 1000000000, "\"layers\" must be an integer in [1, 1024], found 1000000000"},
+      {"layers", 1024, "parameters (1024 layers, dim 16, context 12, vocab 256) but the file holds 10880"},
       {"layers", 3, "of 14160 parameters (3 layers, dim 16, context 12, vocab 256) but the file holds 10880"},
       {"vocab", 2147483647, "but the file holds"},
-      {"layers", nlohmann::json::parse("18446744073709551616"), "\"layers\" must be an integer in [1, 2147483647]"},
+      {"layers", nlohmann::json::parse("18446744073709551616"), "\"layers\" must be an integer in [1, 1024]"},
+      {"dim", nlohmann::json::parse("18446744073709551616"), "\"dim\" must be an integer in [1, 2147483647]"},
       {"layers", "2", "found \"2\""},
       {"layers", 2.5, "found 2.5"},
       {"layers", 0, "found 0"},
       {"dim", -16, "found -16"},
-      {"heads", 3, "describes no valid GPT: GPT: --dim 16 must be a positive multiple of --heads 3"},
+      {"heads", 3, "\"dim\" 16 must be a multiple of \"heads\" 3"},
       {"dropout", 1, "\"dropout\" must be a number in [0, "},
       {"context", nullptr, "found null"},
   };

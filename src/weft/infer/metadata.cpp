@@ -127,22 +127,21 @@ SavedGPT read_saved_gpt(const std::string& path) {
                "weft wrote has weft.gpt and weft.tokenizer");
     return it->second;
   };
-  // Each size below 2^31 (token ids are 32-bit), and the count they imply must be the file's.
+  // Each size below 2^31 (token ids are 32-bit), at most nn::kMaxGptLayers blocks, heads dividing
+  // the width: what GPTConfig::check asks of flags, said of the file's fields. Then the count of
+  // parameters they imply must be the file's.
   const std::string where = str(file, ": weft.gpt");
   const nlohmann::json c = io::parse_json(value("weft.gpt"), where);
   constexpr int64_t kMaxSize = INT32_MAX;
-  saved.config = {.layers = io::json_integer(c, "layers", where, 1, kMaxSize),
+  saved.config = {.layers = io::json_integer(c, "layers", where, 1, nn::kMaxGptLayers),
                   .heads = io::json_integer(c, "heads", where, 1, kMaxSize),
                   .dim = io::json_integer(c, "dim", where, 1, kMaxSize),
                   .context = io::json_integer(c, "context", where, 1, kMaxSize),
                   .vocab = io::json_integer(c, "vocab", where, 1, kMaxSize),
                   .dropout = io::json_number(c, "dropout", where, 0, std::nextafter(1.0, 0.0))};
+  WEFT_CHECK(saved.config.dim % saved.config.heads == 0, FormatError, where, ": \"dim\" ", saved.config.dim,
+             " must be a multiple of \"heads\" ", saved.config.heads, "; the file is corrupt or not what it claims");
   saved.tokenizer = value("weft.tokenizer");
-  try {
-    saved.config.check();
-  } catch (const ValueError& e) {
-    throw FormatError(str(where, " describes no valid GPT: ", e.what()));
-  }
   check_against_tensors(saved.config, header, file);
   return saved;
 }
