@@ -245,6 +245,12 @@ TEST(TensorTest, ToConvertsWithRoundingAndTruncation) {
   Tensor y = Tensor::from_vector<float>({2.9f, -2.9f, 0.5f, -0.5f, 1e10f, 255.7f}, {6});
   EXPECT_EQ(y.to(DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{2, -2, 0, 0, 10000000000, 255}));
   EXPECT_EQ(y.to(DType::i32).at({5}), 255);
+  // Beyond the integer's range a float saturates, and NaN is 0 (C++ leaves both undefined).
+  Tensor wide = Tensor::from_vector<double>({1e10, -1e10, std::nan(""), 300, -1, 2147483647.9, 1e300}, {7});
+  EXPECT_EQ(wide.to(DType::i32).to_vector<int64_t>(),
+            (std::vector<int64_t>{INT32_MAX, INT32_MIN, 0, 300, -1, INT32_MAX, INT32_MAX}));
+  EXPECT_EQ(wide.to(DType::u8).to_vector<int64_t>(), (std::vector<int64_t>{255, 0, 0, 255, 0, 255, 255}));
+  EXPECT_EQ(wide.to(DType::i64).to_vector<int64_t>()[6], INT64_MAX);
   EXPECT_EQ(y.to(DType::boolean).to_vector<double>(), (V{1, 1, 1, 1, 1, 1}));
   EXPECT_EQ(Tensor::from_vector({0, -0.0, 3}, {3}, DType::f64).to(DType::boolean).to_vector<double>(),
             (V{0, 0, 1}));
