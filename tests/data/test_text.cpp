@@ -129,6 +129,15 @@ TEST(SentencePieceTokenizer, RejectsAFileThatIsNoModelAndVocabulariesItCannotTra
   EXPECT_THROW(train_sentencepiece(training_documents(), {"wordpiece", 400}), ValueError);
 }
 
+// SentencePiece's trainer drops every document that holds U+2585, its own marker, without a word
+// (a corpus of nothing else failed with "!sentences_.empty()"): weft refuses the text instead.
+TEST(SentencePieceTokenizer, RefusesTheCharacterItsTrainerReserves) {
+  std::vector<std::string> documents = training_documents();
+  documents[3] += " a bar \xe2\x96\x85 chart";
+  const std::string message = message_of<ValueError>([&] { train_sentencepiece(documents, {"bpe", 400}); });
+  EXPECT_TRUE(contains(message, "document 4: holds U+2585")) << message;
+}
+
 // SentencePiece's BPE trainer packs a character's index within a word into 16 bits of an int: a
 // word of 40 KB (a base64 blob on one line) crashed it with SIGSEGV, and its trainers end the
 // process on longer ones. Such text is refused before SentencePiece sees it, naming the document.

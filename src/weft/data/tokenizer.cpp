@@ -76,6 +76,9 @@ size_t utf8_length(std::string_view text, size_t i) {
 }
 
 constexpr std::string_view kSpaceSymbol = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+// U+2585, which SentencePiece's trainer keeps for itself (a boundary marker): it silently drops
+// every training sentence that holds one.
+constexpr std::string_view kReservedSymbol = "\xe2\x96\x85";
 
 // The longest word of `document` as SentencePiece's trainer splits it (see above), in characters.
 struct Words {
@@ -105,6 +108,10 @@ void check_trainable(const std::vector<std::string>& documents, const std::vecto
   size_t bytes = 0, characters = 0, spaces = 0;
   std::vector<Words> words;
   for (const std::string& document : documents) {
+    const size_t reserved = document.find(kReservedSymbol);
+    WEFT_CHECK(reserved == std::string::npos, ValueError, name(words.size()), ": holds U+2585 (\xe2\x96\x85) at byte ",
+               reserved, ", a character SentencePiece's trainer reserves: it would silently leave out every document "
+               "that holds one; replace the character");
     bytes += document.size();
     WEFT_CHECK(bytes <= kMaxTrainingBytes, ValueError, "train_sentencepiece: the text is more than ",
                kMaxTrainingBytes, " bytes, more than SentencePiece's trainers take; train on a sample of it");
