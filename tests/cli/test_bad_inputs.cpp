@@ -239,6 +239,7 @@ TEST_F(BadInputs, CheckpointDirectoriesAndResume) {
                                          {"epoch-string", replaced("\"epoch\": 0", "\"epoch\": \"0\"")},
                                          {"epoch-huge", replaced("\"epoch\": 0", "\"epoch\": 1e300")},
                                          {"step-negative", replaced("\"step\": 2", "\"step\": -2")},
+                                         {"plan-huge", replaced("\"planned_steps\": ", "\"planned_steps\": 99999999999999")},
                                          {"rng-numbers", replaced("\"rng\": [", "\"rng\": [1, 2, 3, 4], \"x\": [")}});
   // Only clearly corrupt trainer.json must be refused: a flipped digit may still be a valid state,
   // and the last byte is a newline.

@@ -18,6 +18,7 @@
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
 #include "weft/io/dir_lock.h"
+#include "weft/io/json.h"
 #include "weft/kernels/cpu/roofline.h"
 #include "weft/monitor/profiler.h"
 #include "weft/monitor/progress.h"
@@ -99,12 +100,12 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const std::string& name, double
 }
 
 // The step count the checkpointed run planned; classifier checkpoints written before the plan was
-// saved hold only their whole --epochs. 0 when neither is there.
-int64_t saved_planned_steps(const nlohmann::json& options, int64_t steps_per_epoch) {
-  const auto planned = options.find("planned_steps");
-  if (planned != options.end() && planned->is_number_integer()) return planned->get<int64_t>();
-  const auto epochs = options.find("epochs");
-  if (epochs != options.end() && epochs->is_number_integer()) return epochs->get<int64_t>() * steps_per_epoch;
+// saved hold only their whole --epochs (bounded, so that the product cannot overflow). 0 when
+// neither is there.
+int64_t saved_planned_steps(const nlohmann::json& options, int64_t steps_per_epoch, const std::string& where) {
+  if (options.contains("planned_steps")) return io::json_integer(options, "planned_steps", where, 0, kMaxSteps);
+  if (options.contains("epochs") && options["epochs"].is_number_integer())
+    return io::json_integer(options, "epochs", where, 0, kMaxSteps / steps_per_epoch) * steps_per_epoch;
   return 0;
 }
 
@@ -264,7 +265,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     state = load_checkpoint(o.resume_dir, *model, task->model_name(), *optimizer);
     default_generator().set_state(state.rng);
     if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
-    saved_plan = saved_planned_steps(state.options, steps_per_epoch);
+    saved_plan = saved_planned_steps(state.options, steps_per_epoch, str(o.resume_dir, "/trainer.json: options"));
     log << "resumed from " << o.resume_dir << " at step " << state.step << "\n";
   }
 
