@@ -6,7 +6,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "weft/autograd/autocast_mode.h"
+#include "weft/core/allocator.h"
 #include "weft/core/random.h"
+#include "weft/nn/gpt.h"
 #include "weft/nn/models.h"
 #include "weft/ops/arith.h"
 #include "weft/ops/conv.h"
@@ -14,6 +17,8 @@
 #include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
 #include "weft/optim/adam.h"
+#include "weft/optim/clip.h"
+#include "weft/optim/sgd.h"
 
 using namespace weft;
 using monitor::Profiler;
@@ -357,4 +362,78 @@ TEST(Profiler, ProfiledStepMatchesTheStepTime) {
   for (const auto& r : profiler.key_averages()) op_self_ms += r.self_ms;
   EXPECT_LE(op_self_ms, step_ms);
   EXPECT_GT(op_self_ms, 0.5 * step_ms);  // the ops, not the bookkeeping, take the step's time
+}
+
+TEST(Profiler, FamiliesAddUpToTheStepWithTheAllocatorApart) {
+  MlpStep step(256);
+  step.run();
+  Profiler profiler;
+  profiler.start();
+  step.run();
+  profiler.stop();
+  double sum_ms = 0;
+  std::map<std::string, monitor::FamilyStats> by_family;
+  for (const monitor::FamilyStats& f : profiler.family_breakdown()) {
+    sum_ms += f.ms;
+    by_family[f.family] = f;
+  }
+  EXPECT_NEAR(sum_ms, profiler.step_ms(), 1e-6);
+  EXPECT_GT(by_family["allocator"].ms, 0);  // a training step allocates its activations
+  EXPECT_GE(by_family["framework"].ms, 0);
+  EXPECT_EQ(by_family["GEMM"].calls, 6);  // three linears and their backwards
+  EXPECT_GT(by_family["GEMM"].ms, by_family["framework"].ms);
+  EXPECT_EQ(by_family.count("other"), 0u);
+  double op_self_ms = 0;
+  for (const auto& r : profiler.key_averages()) op_self_ms += r.self_ms;
+  double op_family_ms = sum_ms - by_family["allocator"].ms - by_family["framework"].ms;
+  EXPECT_LE(op_family_ms, op_self_ms + 1e-6);  // ops' self time, net of the allocator calls inside them
+}
+
+TEST(Profiler, AllocatorCallsAreTimedOnlyWhileAsked) {
+  const int64_t before = CachingAllocator::thread_call_ns();
+  Tensor::empty({1024}, DType::f32);
+  EXPECT_EQ(CachingAllocator::thread_call_ns(), before);
+  CachingAllocator::time_calls(true);
+  for (int i = 0; i < 100; ++i) Tensor::empty({1024 + i}, DType::f32);
+  CachingAllocator::time_calls(false);
+  EXPECT_GT(CachingAllocator::thread_call_ns(), before);
+}
+
+TEST(Profiler, EveryOpOfTheBuiltInModelsHasAFamily) {
+  EXPECT_STREQ(monitor::op_family("linear_backward"), "GEMM");
+  EXPECT_STREQ(monitor::op_family("to"), "casts");
+  EXPECT_STREQ(monitor::op_family("no_such_op"), "other");
+  Profiler profiler;
+  profiler.start();
+  Generator gen(0);
+  {  // the CNN with SGD
+    std::shared_ptr<nn::Sequential> model = nn::make_cnn();
+    optim::SGD sgd(model->parameters(), 0.1, {.momentum = 0.9});
+    Tensor y = Tensor::from_vector(std::vector<double>{1, 2}, {2}, DType::i64);
+    cross_entropy((*model)(Tensor::randn({2, 1, 28, 28}, gen)), y).backward();
+    sgd.step();
+  }
+  for (std::optional<DType> precision : {std::optional<DType>{}, std::optional<DType>{DType::bf16}}) {  // GPT, AdamW
+    nn::GPT gpt(nn::GPTConfig{.layers = 1, .heads = 2, .dim = 16, .context = 8, .vocab = 32});
+    optim::AdamW adamw(gpt.parameters());
+    Tensor tokens = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {1, 6}, DType::i64);
+    Tensor targets = Tensor::from_vector(std::vector<double>{2, 3, 4, 5, 6, 7}, {6}, DType::i64);
+    {
+      AutocastGuard autocast(precision);
+      Tensor logits = gpt(tokens);
+      cross_entropy(logits.reshape({6, 32}), targets).backward();
+    }
+    optim::clip_grad_norm(gpt.parameters(), 1.0);
+    adamw.step();
+  }
+  profiler.stop();
+  std::map<std::string, int> families;
+  for (const Profiler::Event& e : profiler.events()) {
+    if (e.kind != ScopeKind::op && e.kind != ScopeKind::backward) continue;
+    EXPECT_STRNE(monitor::op_family(e.name), "other") << e.name << " has no op family";
+    ++families[monitor::op_family(e.name)];
+  }
+  for (const char* family : {"GEMM", "convolution", "pooling", "attention", "normalisation", "elementwise", "embedding",
+                             "cross-entropy", "optimizer", "casts", "copies and views"})
+    EXPECT_GT(families[family], 0) << family;
 }

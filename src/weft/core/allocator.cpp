@@ -3,8 +3,10 @@
 #include "weft/core/allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -386,13 +388,44 @@ CachingAllocator& CachingAllocator::cpu() {
 CachingAllocator::CachingAllocator() : impl_(std::make_unique<Impl>()) {}
 CachingAllocator::~CachingAllocator() = default;
 
+namespace {
+
+std::atomic<bool> timing_calls{false};
+thread_local int64_t call_ns = 0;
+
+// Adds the time from construction to destruction to this thread's call_ns, when timing is on.
+class CallTimer {
+ public:
+  CallTimer() : on_(timing_calls.load(std::memory_order_relaxed)) {
+    if (on_) [[unlikely]]
+      start_ = std::chrono::steady_clock::now();
+  }
+  ~CallTimer() {
+    if (on_) [[unlikely]]
+      call_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+void CachingAllocator::time_calls(bool on) { timing_calls.store(on, std::memory_order_relaxed); }
+int64_t CachingAllocator::thread_call_ns() { return call_ns; }
+
 void* CachingAllocator::allocate(size_t nbytes, std::string_view what) {
+  CallTimer timer;
   std::lock_guard lock(impl_->mutex);
   return impl_->allocate(nbytes, what);
 }
 
 void CachingAllocator::deallocate(void* ptr) {
   if (!ptr) return;
+  CallTimer timer;
   std::lock_guard lock(impl_->mutex);
   impl_->deallocate(ptr);
 }

@@ -108,14 +108,20 @@ void Profiler::start() {
     sample_memory_locked(now_ns());
   }
   attach(this);
+  CachingAllocator::time_calls(true);
 }
 
 void Profiler::stop() {
-  if (running()) attach(nullptr);
+  if (running()) {
+    CachingAllocator::time_calls(false);
+    attach(nullptr);
+  }
   std::lock_guard lock(mutex_);
   const int64_t t = now_ns();
+  const int tid_here = this_thread_id();
   for (auto& [tid, stack] : open_)
-    while (!stack.empty()) close_locked(stack.back(), t, 0, 0, false);
+    while (!stack.empty())
+      close_locked(stack.back(), t, tid == tid_here ? CachingAllocator::thread_call_ns() : -1, 0, 0, false);
   sample_memory_locked(t);
 }
 
@@ -131,6 +137,7 @@ uint64_t Profiler::begin(ScopeKind kind, std::string_view name, OpInputs inputs)
   e.tid = tid;
   e.depth = static_cast<int>(stack.size());
   e.begin_ns = t;
+  e.alloc_ns = -CachingAllocator::thread_call_ns();
   e.inputs = std::move(inputs);
   stack.push_back(events_.size());
   events_.push_back(std::move(e));
@@ -140,34 +147,42 @@ uint64_t Profiler::begin(ScopeKind kind, std::string_view name, OpInputs inputs)
 
 // Closes `index` and every scope of its thread opened after it; those inner ones are closed by
 // their parent (their own close never came, or will come later and find them closed).
-void Profiler::close_locked(size_t index, int64_t end_ns, double flops, double bytes, bool by_parent) {
+void Profiler::close_locked(size_t index, int64_t end_ns, int64_t alloc_ns, double flops, double bytes,
+                            bool by_parent) {
   Event& e = events_[index];
   std::vector<size_t>& stack = open_[e.tid];
   auto at = std::find(stack.begin(), stack.end(), index);
   if (at == stack.end()) return;
-  while (stack.back() != index) close_locked(stack.back(), end_ns, 0, 0, true);
+  while (stack.back() != index) close_locked(stack.back(), end_ns, alloc_ns, 0, 0, true);
   stack.pop_back();
   e.end_ns = end_ns;
+  e.alloc_ns = alloc_ns >= 0 ? e.alloc_ns + alloc_ns : 0;
   e.flops = flops;
   e.bytes = bytes;
   e.closed_by_parent = by_parent;
-  if (!stack.empty()) events_[stack.back()].child_ns += end_ns - e.begin_ns;
+  if (!stack.empty()) {
+    events_[stack.back()].child_ns += end_ns - e.begin_ns;
+    events_[stack.back()].child_alloc_ns += e.alloc_ns;
+  }
 }
 
 void Profiler::end(uint64_t id, double flops, double bytes) {
+  const int tid = this_thread_id();
+  const int64_t alloc_ns = CachingAllocator::thread_call_ns();
   std::lock_guard lock(mutex_);
   if (id >= events_.size() || events_[id].end_ns >= 0) return;
   const int64_t t = now_ns();
-  close_locked(id, t, flops, bytes, false);
+  close_locked(id, t, events_[id].tid == tid ? alloc_ns : -1, flops, bytes, false);
   sample_memory_locked(t);
 }
 
 void Profiler::end_innermost(ScopeKind kind) {
   const int tid = this_thread_id();
+  const int64_t alloc_ns = CachingAllocator::thread_call_ns();
   std::lock_guard lock(mutex_);
   const std::vector<size_t>& stack = open_[tid];
   auto it = std::find_if(stack.rbegin(), stack.rend(), [&](size_t i) { return events_[i].kind == kind; });
-  if (it != stack.rend()) close_locked(*it, now_ns(), 0, 0, false);
+  if (it != stack.rend()) close_locked(*it, now_ns(), alloc_ns, 0, 0, false);
 }
 
 // One sample per change, so a trace of many small ops does not repeat the same two numbers.
@@ -295,6 +310,135 @@ nlohmann::json Profiler::to_json(const std::vector<OpStats>& rows) {
                    {"bytes", r.bytes},     {"gflops_per_s", r.gflops_per_s}, {"gbytes_per_s", r.gbytes_per_s},
                    {"intensity", r.intensity},
                    {"bound", r.bound},     {"roof_share", r.roof_share}});
+  return out;
+}
+
+namespace {
+
+// The one table of op families (docs/profiler.md mirrors it). Ops are named as their scopes are.
+constexpr std::pair<std::string_view, const char*> kFamilies[] = {
+    {"matmul", "GEMM"},
+    {"linear", "GEMM"},
+    {"conv2d", "convolution"},
+    {"scaled_dot_product_attention", "attention"},
+    {"softmax", "attention"},
+    {"layer_norm", "normalisation"},
+    {"batch_norm", "normalisation"},
+    {"embedding", "embedding"},
+    {"cross_entropy", "cross-entropy"},
+    {"log_softmax", "cross-entropy"},
+    {"mse_loss", "cross-entropy"},
+    {"max_pool2d", "pooling"},
+    {"avg_pool2d", "pooling"},
+    {"adaptive_avg_pool2d", "pooling"},
+    {"adamw_step", "optimizer"},
+    {"adam_step", "optimizer"},
+    {"sgd_step", "optimizer"},
+    {"clip_grad_norm", "optimizer"},
+    {"to", "casts"},
+    {"clone", "copies and views"},
+    {"cat", "copies and views"},
+    {"view", "copies and views"},
+    {"reshape", "copies and views"},
+    {"transpose", "copies and views"},
+    {"permute", "copies and views"},
+    {"slice", "copies and views"},
+    {"narrow", "copies and views"},
+    {"select", "copies and views"},
+    {"expand", "copies and views"},
+    {"squeeze", "copies and views"},
+    {"unsqueeze", "copies and views"},
+    {"flatten", "copies and views"},
+    {"contiguous", "copies and views"},
+    {"checkpoint", "framework"},
+    {"fake_quantize", "quantization"},
+    {"fake_quantize_per_channel", "quantization"},
+    {"add", "elementwise"},
+    {"sub", "elementwise"},
+    {"mul", "elementwise"},
+    {"div", "elementwise"},
+    {"add_scalar", "elementwise"},
+    {"mul_scalar", "elementwise"},
+    {"neg", "elementwise"},
+    {"exp", "elementwise"},
+    {"log", "elementwise"},
+    {"sqrt", "elementwise"},
+    {"pow", "elementwise"},
+    {"relu", "elementwise"},
+    {"gelu", "elementwise"},
+    {"sigmoid", "elementwise"},
+    {"tanh", "elementwise"},
+    {"dropout", "elementwise"},
+    {"sum", "elementwise"},
+    {"max", "elementwise"},
+    {"accumulate_grad", "elementwise"},
+};
+
+std::string format_family_row(const char* name, const char* calls, const char* ms, const char* share) {
+  char line[128];
+  std::snprintf(line, sizeof line, "%-18s %8s %11s %7s\n", name, calls, ms, share);
+  return line;
+}
+
+}  // namespace
+
+const char* op_family(std::string_view name) {
+  constexpr std::string_view kBackward = "_backward";
+  if (name.ends_with(kBackward)) name.remove_suffix(kBackward.size());
+  for (const auto& [op, family] : kFamilies)
+    if (op == name) return family;
+  return "other";
+}
+
+std::vector<FamilyStats> Profiler::family_breakdown() const {
+  std::map<std::string, FamilyStats> by_family;
+  int64_t step_ns = 0, allocator_ns = 0, framework_ns = 0;
+  {
+    std::lock_guard lock(mutex_);
+    for (const Event& e : events_) {
+      if (e.tid != main_tid_ || e.end_ns < 0) continue;
+      const int64_t self_ns = e.end_ns - e.begin_ns - e.child_ns - (e.alloc_ns - e.child_alloc_ns);
+      if (e.depth == 0) {
+        step_ns += e.end_ns - e.begin_ns;
+        allocator_ns += e.alloc_ns;
+      }
+      if (e.kind != ScopeKind::op && e.kind != ScopeKind::backward) {
+        framework_ns += self_ns;
+        continue;
+      }
+      FamilyStats& f = by_family[op_family(e.name)];
+      ++f.calls;
+      f.ms += static_cast<double>(self_ns) / 1e6;
+    }
+  }
+  by_family["allocator"].ms += static_cast<double>(allocator_ns) / 1e6;
+  by_family["framework"].ms += static_cast<double>(framework_ns) / 1e6;
+  std::vector<FamilyStats> rows;
+  for (auto& [name, f] : by_family) {
+    f.family = name;
+    f.share = step_ns > 0 ? f.ms * 1e6 / static_cast<double>(step_ns) : 0;
+    rows.push_back(f);
+  }
+  std::sort(rows.begin(), rows.end(), [](const FamilyStats& a, const FamilyStats& b) { return a.ms > b.ms; });
+  return rows;
+}
+
+std::string Profiler::family_table(const std::vector<FamilyStats>& rows) {
+  std::string out = format_family_row("family", "calls", "ms", "step %");
+  for (const FamilyStats& r : rows) {
+    char calls[32], ms[32], share[32];
+    std::snprintf(calls, sizeof calls, "%lld", static_cast<long long>(r.calls));
+    std::snprintf(ms, sizeof ms, "%.3f", r.ms);
+    std::snprintf(share, sizeof share, "%.1f%%", r.share * 100);
+    out += format_family_row(r.family.c_str(), r.calls > 0 ? calls : "-", ms, share);
+  }
+  return out;
+}
+
+nlohmann::json Profiler::to_json(const std::vector<FamilyStats>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const FamilyStats& r : rows)
+    out.push_back({{"family", r.family}, {"calls", r.calls}, {"ms", r.ms}, {"share", r.share}});
   return out;
 }
 

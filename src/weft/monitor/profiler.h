@@ -158,6 +158,23 @@ struct OpStats {
   double roof_share = 0;
 };
 
+// Where a step's time went, by kind of work: every op and backward scope falls in one op family
+// (GEMM, attention, normalisation, …; op_family has the table), the caching allocator's calls
+// are their own row, and "framework" is the rest of the step: time inside the trainer's phases
+// and the modules' scopes but in no op (autograd's bookkeeping, hooks, dispatch).
+struct FamilyStats {
+  std::string family;
+  int64_t calls = 0;  // op and backward scopes (allocator calls and framework: 0)
+  double ms = 0;      // self time net of the allocator calls made inside it
+  double share = 0;   // ms / the profiled step time
+};
+
+// The family of op `name` (a backward scope's "_backward" suffix ignored): "GEMM",
+// "convolution", "attention", "normalisation", "elementwise", "pooling", "embedding",
+// "cross-entropy", "optimizer", "casts", "copies and views", "quantization"; "other" for an op
+// the table does not know.
+const char* op_family(std::string_view name);
+
 class Profiler : public Observer {
  public:
   // One recorded scope. Times in ns from the profiler's construction; end_ns = -1 while open.
@@ -168,6 +185,9 @@ class Profiler : public Observer {
     int depth = 0;  // scopes open around it on its thread when it opened
     int64_t begin_ns = 0, end_ns = -1;
     int64_t child_ns = 0;  // time in the scopes directly inside this one
+    // Time in allocator calls made during the scope on its thread, and during the scopes
+    // directly inside it (0 when the scope was closed from another thread by stop()).
+    int64_t alloc_ns = 0, child_alloc_ns = 0;
     OpInputs inputs;
     double flops = 0, bytes = 0;
     bool closed_by_parent = false;  // a module scope whose post-hook never ran
@@ -198,13 +218,21 @@ class Profiler : public Observer {
   static std::string table(const std::vector<OpStats>& rows, const Roofline& roofline, size_t max_rows = 20);
   static nlohmann::json to_json(const std::vector<OpStats>& rows);
 
+  // The profiled steps' time by op family, then "allocator" and "framework", by time descending;
+  // the rows add up to step_ms().
+  std::vector<FamilyStats> family_breakdown() const;
+  static std::string family_table(const std::vector<FamilyStats>& rows);
+  static nlohmann::json to_json(const std::vector<FamilyStats>& rows);
+
   uint64_t begin(ScopeKind kind, std::string_view name, OpInputs inputs) override;
   void end(uint64_t id, double flops, double bytes) override;
   void end_innermost(ScopeKind kind) override;
 
  private:
   int64_t now_ns() const;
-  void close_locked(size_t index, int64_t end_ns, double flops, double bytes, bool by_parent);
+  // alloc_ns: the closing thread's CachingAllocator::thread_call_ns(), or -1 when that is not
+  // the scope's thread.
+  void close_locked(size_t index, int64_t end_ns, int64_t alloc_ns, double flops, double bytes, bool by_parent);
   void sample_memory_locked(int64_t ts_ns);
 
   mutable std::mutex mutex_;

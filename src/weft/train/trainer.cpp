@@ -147,7 +147,8 @@ class StepProfiler {
     if (step + 1 == last_) profiler_.stop();
   }
 
-  // Writes the trace, measures the machine's roofline and prints the top ops on `log`.
+  // Writes the trace, measures the machine's roofline and prints the top ops and the time by op
+  // family on `log`.
   nlohmann::json finish(const std::string& trace, std::optional<DType> low_precision, std::ostream& log) {
     profiler_.stop();
     profiler_.write_trace(trace);
@@ -157,13 +158,26 @@ class StepProfiler {
     log << "profile of steps " << first_ << "-" << last_ << " (" << profiler_.step_ms() << " ms in the profiler's step "
         << "scopes, " << 1e3 * measured_s_ << " ms by the trainer's clock), trace in " << trace << "\n"
         << monitor::Profiler::table(rows, roofline);
+    const std::vector<monitor::FamilyStats> families = profiler_.family_breakdown();
+    log << "time by op family, per step (net of allocator calls; framework: in no op)\n"
+        << monitor::Profiler::family_table(per_step(families));
     return {{"trace", trace}, {"first_step", first_}, {"last_step", last_}, {"step_ms", profiler_.step_ms()},
             {"measured_step_ms", 1e3 * measured_s_},
             {"roofline", {{"peak_gflops", roofline.peak_gflops}, {"bandwidth_gbs", roofline.bandwidth_gbs}}},
-            {"ops", monitor::Profiler::to_json(rows)}};
+            {"ops", monitor::Profiler::to_json(rows)},
+            {"families", monitor::Profiler::to_json(per_step(families))}};
   }
 
  private:
+  std::vector<monitor::FamilyStats> per_step(std::vector<monitor::FamilyStats> rows) const {
+    const double steps = static_cast<double>(last_ - first_ + 1);
+    for (monitor::FamilyStats& r : rows) {
+      r.ms /= steps;
+      r.calls = static_cast<int64_t>(static_cast<double>(r.calls) / steps + 0.5);
+    }
+    return rows;
+  }
+
   int64_t first_, last_;
   monitor::Profiler profiler_;
   std::deque<std::string> names_;  // a deque: the hooks keep pointers into it

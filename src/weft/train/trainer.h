@@ -43,7 +43,8 @@ struct TrainResult {
   nlohmann::json evaluation;  // the last evaluation: {"test_accuracy": 0.9, ...} or {"val_loss": 1.7, ...}
   std::string evaluation_line;
   // With --profile: {"trace", "first_step", "last_step", "step_ms" (the profiler's step scopes),
-  // "measured_step_ms" (the trainer's clock over the same steps), "roofline", "ops" (key averages)}.
+  // "measured_step_ms" (the trainer's clock over the same steps), "roofline", "ops" (key averages),
+  // "families" (ms per step by op family, allocator and framework)}.
   nlohmann::json profile;
 
   // Every field above (setup, task and evaluation flattened in; profile under "profile"), as
