@@ -55,6 +55,30 @@ TEST(Autocast, LinearRunsInBf16AndGradientsReturnInF32) {
   EXPECT_EQ(w.grad().shape(), w.shape());
 }
 
+// The weight's gradient leaves the GEMM in f32: it equals x_bf16^T g_bf16 summed in f64 to f32's
+// precision, where a gradient rounded to bf16 on the way (and cast back) is off by ~2^-9.
+TEST(Autocast, LinearWeightGradientKeepsTheGemmsF32Accumulation) {
+  Tensor x = leaf({64, 48}, 4), w = leaf({24, 48}, 5), g = randn({64, 24}, 6);
+  {
+    AutocastGuard guard(DType::bf16);
+    sum(mul(linear(x, w, Tensor()), g.to(DType::bf16))).backward();
+  }
+  ASSERT_EQ(w.grad().dtype(), DType::f32);
+  std::vector<double> xs = x.to(DType::bf16).to_vector<double>(), gs = g.to(DType::bf16).to_vector<double>();
+  std::vector<double> got = w.grad().to_vector<double>();
+  double worst_relative = 0;
+  for (int64_t o = 0; o < 24; ++o)
+    for (int64_t i = 0; i < 48; ++i) {
+      double exact = 0, magnitude = 0;
+      for (int64_t r = 0; r < 64; ++r) {
+        exact += gs[r * 24 + o] * xs[r * 48 + i];
+        magnitude += std::abs(gs[r * 24 + o] * xs[r * 48 + i]);
+      }
+      worst_relative = std::max(worst_relative, std::abs(got[o * 48 + i] - exact) / magnitude);
+    }
+  EXPECT_LT(worst_relative, 1e-5);
+}
+
 TEST(Autocast, ConvAndMatmulAreOnTheLowList) {
   AutocastGuard guard(DType::bf16);
   EXPECT_EQ(conv2d(randn({2, 3, 8, 8}, 4), randn({4, 3, 3, 3}, 5)).dtype(), DType::bf16);

@@ -24,14 +24,25 @@ Policy policy_of(std::string_view op) {
   throw ValueError(str("autocast: op '", op, "' has no entry in the autocast policy table (ops/autocast.cpp)"));
 }
 
+// The dtype `op` wants t in, or nullopt when t goes in as it is.
+std::optional<DType> target_dtype(std::string_view op, const Tensor& t) {
+  const std::optional<DType> current = autocast_dtype();
+  if (!current) return std::nullopt;
+  Policy policy = policy_of(op);
+  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::f64) return std::nullopt;
+  return policy == Policy::lower ? *current : DType::f32;
+}
+
 }  // namespace
 
 Tensor autocast(std::string_view op, const Tensor& t) {
-  const std::optional<DType> current = autocast_dtype();
-  if (!current) return t;
-  Policy policy = policy_of(op);
-  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::f64) return t;
-  return t.to(policy == Policy::lower ? *current : DType::f32);
+  const std::optional<DType> target = target_dtype(op, t);
+  return target ? t.to(*target) : t;
+}
+
+Tensor autocast_operand(std::string_view op, const Tensor& t) {
+  const std::optional<DType> target = target_dtype(op, t);
+  return target && *target != t.dtype() ? t.detach().to(*target) : t;
 }
 
 }  // namespace weft

@@ -12,9 +12,12 @@
 // Every other op runs in its inputs' dtype, and binary arithmetic on two floating dtypes promotes
 // to the wider one (with or without autocast, as PyTorch's type promotion does).
 //
-// Invariants: the casts are recorded `to` ops, so each gradient arrives in its input's own dtype
-// and a parameter's .grad is f32 like the parameter (the f32 master weights the optimizer
-// updates), even though the GEMM that produced it ran in the low type. f64 tensors are never cast
+// Invariants: each gradient arrives in its input's own dtype, so a parameter's .grad is f32 like
+// the parameter (the f32 master weights the optimizer updates), even though the GEMM that
+// produced it ran in the low type. The casts are recorded `to` ops, except for linear's weight
+// and bias (autocast_operand): linear records its backward against the f32 tensors themselves
+// and writes the weight's gradient out of the GEMM in f32, instead of rounding it to bf16 and
+// casting it back (a GPT-2 124M step moved 1.5 GB through those casts). f64 tensors are never cast
 // (they exist for gradient checks). The on/off state and AutocastGuard are per thread, in
 // autograd/autocast_mode.h (checkpointing restores them for its recomputation).
 #pragma once
@@ -29,5 +32,9 @@ namespace weft {
 // is undefined, not floating, f64, or already of the type the policy wants. An op that is not in
 // the table is a ValueError, so that every op's place in the policy is a decision.
 Tensor autocast(std::string_view op, const Tensor& t);
+
+// The same cast, not recorded: for an op that records its own backward against `t` and returns
+// t's gradient in t's dtype.
+Tensor autocast_operand(std::string_view op, const Tensor& t);
 
 }  // namespace weft
