@@ -13,13 +13,15 @@
 # attention is the usual masked softmax of q k^T. It gets its best configuration here: 2 threads,
 # OpenBLAS on one thread with its AVX-512 kernels, and both of AdamW's CPU implementations (the
 # per-tensor loop and foreach) tried, the faster one reported.
-# weft's tokens/s covers every step it trained, warm-up included (a slight handicap for weft);
-# PyTorch's covers the steps after its warm-up.
+# Both sides' tokens/s cover the same steps: those after the warm-up (weft's from its per-step
+# records in metrics.jsonl, --log-every 1). The first steps pay for first-touching the
+# allocator's memory (GiBs at 124M) and creating oneDNN's primitives.
 import json
 import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -88,12 +90,29 @@ def torch_tokens_per_s(bf16, foreach):
 
 
 def weft_tokens_per_s(weft, precision):
-    out = subprocess.run([weft, "train", "--model", "gpt", "--layers", str(LAYERS), "--heads", str(HEADS), "--dim", str(DIM),
-                          "--vocab", str(VOCAB), "--context", str(CONTEXT), "--batch-size", str(BATCH), "--data", "random",
-                          "--steps", str(WARMUP + STEPS), "--eval-windows", "1", "--threads", "2", "--precision", precision,
-                          "--json"], check=True, capture_output=True, text=True).stdout
-    result = json.loads(out.strip().splitlines()[-1])
-    return result["train_tokens_per_s"], result["params"]
+    with tempfile.TemporaryDirectory() as out_dir:
+        out = subprocess.run([weft, "train", "--model", "gpt", "--layers", str(LAYERS), "--heads", str(HEADS),
+                              "--dim", str(DIM), "--vocab", str(VOCAB), "--context", str(CONTEXT),
+                              "--batch-size", str(BATCH), "--data", "random", "--steps", str(WARMUP + STEPS),
+                              "--eval-windows", "1", "--threads", "2", "--precision", precision, "--log-every", "1",
+                              "--profile", out_dir + "/trace.json", "--profile-steps", "1:1",
+                              "--out", out_dir + "/run", "--json"], check=True, capture_output=True, text=True).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        with open(out_dir + "/run/metrics.jsonl") as f:
+            records = [json.loads(line) for line in f]
+    rates = [r["train/tokens_per_s"] for r in records if "train/tokens_per_s" in r and r["step"] > WARMUP]
+    assert len(rates) == STEPS, f"expected {STEPS} per-step records after the warm-up, got {len(rates)}"
+    tokens = BATCH * CONTEXT
+    return len(rates) * tokens / sum(tokens / rate for rate in rates), result["params"], \
+        result["profile"]["roofline"]["peak_gflops"]
+
+
+def gflop_per_step():
+    # 6 FLOPs per GEMM weight per token (forward, and the gradients of input and weight), the
+    # output projection included (it is wte again), wpe and the norms not; plus attention's
+    # q k^T and p v, 4 B T^2 D per layer forward and twice that backward (all pairs counted).
+    gemm_weights = LAYERS * 12 * DIM * DIM + VOCAB * DIM
+    return (6 * BATCH * CONTEXT * gemm_weights + 12 * LAYERS * BATCH * CONTEXT * CONTEXT * DIM) / 1e9
 
 
 def main():
@@ -103,18 +122,24 @@ def main():
           f"AdamW, 2 threads, {STEPS} steps after {WARMUP} warm-up")
     print(f"torch {torch.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
-    weft_fp32, params = weft_tokens_per_s(weft, "fp32")
+    weft_fp32, params, peak_fp32 = weft_tokens_per_s(weft, "fp32")
     torch_params = sum(p.numel() for p in GPT().parameters())
     assert params == torch_params, f"weft's GPT has {params} parameters, PyTorch's {torch_params}"
     print(f"{params} parameters in both")
     rows = []
     for precision, bf16 in (("fp32", False), ("bf16", True)):
-        weft_rate = weft_fp32 if precision == "fp32" else weft_tokens_per_s(weft, "bf16")[0]
+        weft_rate, _, peak = (weft_fp32, params, peak_fp32) if precision == "fp32" else weft_tokens_per_s(weft, "bf16")
         torch_rate = max(torch_tokens_per_s(bf16, foreach) for foreach in (False, True))
-        rows.append((precision, weft_rate, torch_rate))
-    print(f"{'precision':9} {'weft tokens/s':>14} {'torch tokens/s':>15} {'weft/torch':>11}")
-    for precision, weft_rate, torch_rate in rows:
-        print(f"{precision:9} {weft_rate:14.0f} {torch_rate:15.0f} {weft_rate / torch_rate:10.2f}x")
+        rows.append((precision, weft_rate, torch_rate, peak))
+    flop = gflop_per_step()
+    print(f"{flop:.1f} GFLOP per step of {BATCH * CONTEXT} tokens; GEMM ceiling: weft's oneDNN GEMM peak measured "
+          f"in this run (1024^3 in the step's dtype) over the FLOPs per token")
+    print(f"{'precision':9} {'weft tokens/s':>14} {'torch tokens/s':>15} {'weft/torch':>11} {'peak GFLOP/s':>13} "
+          f"{'ceiling tok/s':>14} {'weft/ceiling':>13} {'torch/ceiling':>14}")
+    for precision, weft_rate, torch_rate, peak in rows:
+        ceiling = peak * BATCH * CONTEXT / flop
+        print(f"{precision:9} {weft_rate:14.0f} {torch_rate:15.0f} {weft_rate / torch_rate:10.2f}x {peak:13.0f} "
+              f"{ceiling:14.0f} {weft_rate / ceiling:12.0%} {torch_rate / ceiling:14.0%}")
     real_size = os.environ.get("CONFIG", "small") == "124m"
     print(f"weft fp32 / torch fp32: {rows[0][1] / rows[0][2]:.2f}x (target >= {2.0 if real_size else 1.5}x)")
     print(f"weft bf16 / weft fp32:  {rows[1][1] / rows[0][1]:.2f}x (target {'>= 1.7x' if real_size else '> 1'})")
