@@ -1,6 +1,13 @@
 #include "gradcheck.h"
 #include "weft/ops/embedding.h"
 
+#include <cstring>
+
+#include "weft/core/random.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/linear.h"
+#include "weft/ops/reduce.h"
+
 namespace weft {
 namespace {
 
@@ -61,6 +68,41 @@ TEST(Embedding, ParallelMatchesPlainLoop) {
     }
   std::vector<float> grad = w.grad().to_vector<float>();
   for (int64_t k = 0; k < V * D; ++k) ASSERT_NEAR(grad[k], expected[k], 1e-4) << k;
+}
+
+// A tied weight (GPT's wte: the embedding and the output projection): the embedding's rows go
+// into the projection's gradient in place, and the sum must equal, bit for bit, the two gradients
+// computed apart and added, whichever op's backward runs first.
+TEST(Embedding, TiedWeightGradientEqualsTheSumOfBothUsesBitForBit) {
+  const int64_t V = 50, D = 70, T = 300;  // many repeated tokens; D spans two column blocks
+  Generator gen(7);
+  std::vector<int64_t> tokens(T);
+  for (int64_t i = 0; i < T; ++i) tokens[i] = (i * 37 + i * i) % V;
+  Tensor idx = Tensor::from_vector(tokens, {T});
+  Tensor h = Tensor::randn({T, D}, gen), g_emb = Tensor::randn({T, D}, gen), g_out = Tensor::randn({T, V}, gen);
+  auto grad_of = [&](bool use_embedding, bool use_projection, bool embedding_first) {
+    Generator weights(11);
+    Tensor w = Tensor::randn({V, D}, weights);
+    w.requires_grad_(true);
+    Tensor loss;
+    auto embedding_term = [&] { return sum(mul(embedding(idx, w), g_emb)); };
+    auto projection_term = [&] { return sum(mul(linear(h, w, Tensor()), g_out)); };
+    if (use_embedding && use_projection) {
+      Tensor first = embedding_first ? embedding_term() : projection_term();
+      Tensor second = embedding_first ? projection_term() : embedding_term();
+      loss = add(first, second);
+    } else {
+      loss = use_embedding ? embedding_term() : projection_term();
+    }
+    loss.backward();
+    return w.grad();
+  };
+  Tensor apart = add(grad_of(false, true, false), grad_of(true, false, false));
+  for (bool embedding_first : {true, false}) {
+    Tensor tied = grad_of(true, true, embedding_first);
+    ASSERT_EQ(tied.numel(), apart.numel());
+    EXPECT_EQ(std::memcmp(tied.data_ptr(), apart.data_ptr(), apart.nbytes()), 0) << "embedding first: " << embedding_first;
+  }
 }
 
 TEST(EmbeddingGrad, Weight) {

@@ -123,6 +123,44 @@ bool record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   return true;
 }
 
+namespace {
+
+using GradientBuffers = std::unordered_map<Node*, std::vector<Tensor>>;
+
+// The node whose backward the engine is running on this thread, and the engine's buffers of
+// gradients gathered so far; a backward that runs backward itself (checkpointing) nests.
+struct RunningNode {
+  Node* node;
+  GradientBuffers* buffers;
+};
+thread_local const RunningNode* running = nullptr;
+
+class RunningNodeScope {
+ public:
+  explicit RunningNodeScope(const RunningNode* node) : previous_(running) { running = node; }
+  ~RunningNodeScope() { running = previous_; }
+  RunningNodeScope(const RunningNodeScope&) = delete;
+  RunningNodeScope& operator=(const RunningNodeScope&) = delete;
+
+ private:
+  const RunningNode* previous_;
+};
+
+}  // namespace
+
+Tensor* gathered_gradient(size_t input) {
+  if (!running || input >= running->node->next_edges.size()) return nullptr;
+  const Edge& e = running->node->next_edges[input];
+  if (!e.node) return nullptr;
+  auto it = running->buffers->find(e.node.get());
+  if (it == running->buffers->end() || !it->second[e.input_nr].defined()) return nullptr;
+  Tensor& slot = it->second[e.input_nr];
+  const bool exclusive =
+      slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 && slot.is_contiguous();
+  if (!exclusive) slot = Tensor::empty(slot.shape(), slot.dtype()).copy_(slot);
+  return &slot;
+}
+
 static void accumulate(Tensor& slot, const Tensor& grad) {
   if (!slot.defined()) slot = grad;
   else slot = cpu::add(slot, grad);
@@ -131,7 +169,7 @@ static void accumulate(Tensor& slot, const Tensor& grad) {
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   NoGradGuard no_grad;
   std::unordered_map<Node*, int> dependencies;
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  GradientBuffers buffers;
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
     Edge edge = gradient_edge(roots[i]);
@@ -172,7 +210,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     inputs.resize(node->num_outputs());
     bool any = false;
     for (const Tensor& g : inputs) any = any || g.defined();
-    std::vector<Tensor> outputs = any ? node->apply(inputs) : std::vector<Tensor>(node->next_edges.size());
+    std::vector<Tensor> outputs(node->next_edges.size());
+    if (any) {
+      const RunningNode here{node.get(), &buffers};
+      RunningNodeScope scope(&here);
+      outputs = node->apply(inputs);
+    }
     if (!retain_graph) node->release();
     WEFT_CHECK(outputs.size() == node->next_edges.size(), Error, "autograd: backward of '",
                node->name(), "' returned ", outputs.size(), " gradients for ",

@@ -83,6 +83,13 @@ class AccumulateGrad : public Node {
 bool record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             BackwardFn backward);
 
+// For a backward that touches few rows of an input's gradient (embedding's weight): the gradient
+// gathered so far for input `input` of the node whose backward is running, made private to the
+// engine so the caller may add into it in place and return an undefined gradient for that input,
+// instead of a dense one the engine would then sum. Null when none has arrived yet, when that
+// input needs no gradient, or outside a backward the engine runs.
+Tensor* gathered_gradient(size_t input);
+
 // Tells the profiler what the backward of `out`'s grad_fn will cost: its FLOPs and the bytes of
 // saved tensors it reads. Nothing when `out` has no grad_fn.
 void set_backward_cost(const Tensor& out, double flops, double saved_bytes);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 #include <type_traits>
 
 #include "weft/autograd/node.h"
@@ -51,6 +52,38 @@ static Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, 
   return grad;
 }
 
+// The same rows added into `gathered`, a gradient of the weight that already arrived (a tied
+// output projection's): each row's contributions are summed in i's order first and added once, so
+// the result is bit for bit what summing the dense gradient above into `gathered` gives, without
+// writing V x D zeros and reading them back.
+template <typename T>
+static void add_rows_into(Tensor& gathered, const Tensor& grad_out, const Tensor& indices) {
+  Tensor gc = grad_out.contiguous_untracked();
+  const int64_t* idx = indices.data<int64_t>();
+  const int64_t n = indices.numel(), D = gathered.shape()[1];
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [idx](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  T* dst = gathered.data<T>();
+  const T* src = gc.data<T>();
+  const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for if (n * D >= kParallelGrain)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * kColumnBlock, c1 = std::min(D, c0 + kColumnBlock);
+    T sum[kColumnBlock];
+    for (int64_t k = 0; k < n;) {
+      const int64_t row = idx[order[k]];
+      std::fill(sum, sum + (c1 - c0), T(0));
+      for (; k < n && idx[order[k]] == row; ++k) {
+        const T* g = src + order[k] * D;
+        for (int64_t j = c0; j < c1; ++j) sum[j - c0] += g[j];
+      }
+      T* out = dst + row * D;
+      for (int64_t j = c0; j < c1; ++j) out[j] += sum[j - c0];
+    }
+  }
+}
+
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
   WEFT_CHECK(indices.defined() && weight.defined(), ValueError, "embedding: undefined tensor");
   WEFT_CHECK(indices.dtype() == DType::i64, DTypeError, "embedding: indices must be i64, got ",
@@ -77,6 +110,12 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * row_bytes, src + pi[i] * row_bytes, row_bytes);
   if (scope.active()) scope.set_cost(0, monitor::bytes_of({indices, out, out}));  // the rows read, and written
   record("embedding", {indices, weight}, {out}, [idx, V, D](const Grads& g) {
+    Tensor* gathered = autograd::gathered_gradient(1);
+    if (gathered && gathered->dtype() == g[0].dtype() && (g[0].dtype() == DType::f32 || g[0].dtype() == DType::f64)) {
+      if (g[0].dtype() == DType::f32) add_rows_into<float>(*gathered, g[0], idx);
+      else add_rows_into<double>(*gathered, g[0], idx);
+      return Grads{Tensor(), Tensor()};
+    }
     return Grads{Tensor(), embedding_backward(g[0], idx, V, D)};
   });
   return out;
