@@ -98,6 +98,26 @@ TEST(Autocast, F32ListOpsWidenSixteenBitInputs) {
   EXPECT_EQ(relu(low).dtype(), DType::bf16);  // on neither list: runs in its input's type
 }
 
+// cross_entropy takes 16-bit logits uncast: the same loss as on their f32 widening, bit for bit,
+// and their gradient in bf16, the f32 gradient rounded once.
+TEST(Autocast, CrossEntropyWidensSixteenBitLogitsInsideItsKernel) {
+  Tensor targets = Tensor::from_vector<int64_t>({1, 2, 3, 4, 0, 9}, {6});
+  Tensor low = randn({6, 10}, 9, DType::bf16), wide = low.to(DType::f32);
+  low.requires_grad_();
+  wide.requires_grad_();
+  Tensor loss_low, loss_wide = cross_entropy(wide, targets);
+  {
+    AutocastGuard guard(DType::bf16);
+    loss_low = cross_entropy(low, targets);
+  }
+  ASSERT_EQ(loss_low.dtype(), DType::f32);
+  EXPECT_EQ(loss_low.item(), loss_wide.item());
+  loss_low.backward();
+  loss_wide.backward();
+  ASSERT_EQ(low.grad().dtype(), DType::bf16);
+  EXPECT_EQ(low.grad().to_vector<float>(), wide.grad().to(DType::bf16).to_vector<float>());
+}
+
 TEST(Autocast, OffByDefaultAndRestoredAfterTheScope) {
   EXPECT_FALSE(autocast_dtype().has_value());
   {

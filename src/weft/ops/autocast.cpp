@@ -6,7 +6,11 @@ namespace weft {
 
 namespace {
 
-enum class Policy { lower, f32 };
+// lower: cast to the low type. f32: 16-bit inputs are cast to f32. f32_inside: 16-bit inputs go
+// in as they are, because the kernel reads them into f32 and accumulates in f32 itself (a cast
+// would only add a round trip through memory: 50k-class logits are the largest activation of a
+// GPT step).
+enum class Policy { lower, f32, f32_inside };
 
 // The one table of the autocast policy (mirrored in docs/mixed-precision.md).
 constexpr std::pair<std::string_view, Policy> kPolicy[] = {
@@ -29,7 +33,8 @@ std::optional<DType> target_dtype(std::string_view op, const Tensor& t) {
   const std::optional<DType> current = autocast_dtype();
   if (!current) return std::nullopt;
   Policy policy = policy_of(op);
-  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::f64) return std::nullopt;
+  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::f64 || policy == Policy::f32_inside)
+    return std::nullopt;
   return policy == Policy::lower ? *current : DType::f32;
 }
 

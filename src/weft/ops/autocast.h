@@ -5,9 +5,11 @@
 //   lower  matmul, linear, conv2d, scaled_dot_product_attention: f32 inputs become the low type,
 //          so the GEMMs run on oneDNN's AVX512-BF16 / AMX kernels; results stay low (attention's
 //          fused kernel computes its scores and softmax in f32 and rounds its output once).
-//   f32    softmax, log_softmax, exp, log, pow, sqrt, layer_norm, batch_norm, cross_entropy,
-//          mse_loss, sum (and so mean): 16-bit inputs become f32, because these need f32's range
-//          (exp, log, pow) or add up many terms (norms, losses, reductions).
+//   f32    softmax, log_softmax, exp, log, pow, sqrt, layer_norm, batch_norm, mse_loss, sum (and
+//          so mean): 16-bit inputs become f32, because these need f32's range (exp, log, pow) or
+//          add up many terms (norms, losses, reductions).
+//   f32 inside  cross_entropy: 16-bit logits go in uncast; its kernel reads them into f32 and
+//          accumulates in f32, returns an f32 loss and the logits' gradient in their dtype.
 //
 // Every other op runs in its inputs' dtype, and binary arithmetic on two floating dtypes promotes
 // to the wider one (with or without autocast, as PyTorch's type promotion does).
