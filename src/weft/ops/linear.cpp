@@ -90,7 +90,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // GEMM's f32 accumulators.
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   const Tensor x = autocast("linear", x_in);
-  const Tensor weight = autocast_operand("linear", weight_in), bias = autocast_operand("linear", bias_in);
+  const Tensor weight = autocast_operand("linear", weight_in);
+  // oneDNN adds an f32 bias to a 16-bit GEMM's f32 accumulators itself: no cast needed.
+  const Tensor bias = bias_in.defined() && bias_in.dtype() == DType::f32 ? bias_in : autocast_operand("linear", bias_in);
   monitor::OpScope scope("linear", {x, weight, bias});
   WEFT_CHECK(x.defined() && weight.defined(), ValueError, "linear: undefined input or weight");
   WEFT_CHECK(x.dim() >= 1 && weight.dim() == 2, ShapeError, "linear: expected x [..., in] and weight [out, in], got x ",
