@@ -1,5 +1,8 @@
 #include "gradcheck.h"
+#include "weft/core/random.h"
 #include "weft/ops/activation.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/reduce.h"
 #include "weft/ops/shape.h"
 
 namespace weft {
@@ -61,6 +64,24 @@ TEST(ArithGrad, ViewsAndJoins) {
     auto pieces = split(x[0], 1, 1);
     return mul(pieces[0], pieces[2]);
   }, {a});
+}
+
+// Slices of one input (attention's q, k, v) add their gradients into one tensor: three disjoint
+// thirds and a strided slice across two of them, so each element gets one or two terms, whose f32
+// sum is exact in either order.
+TEST(ArithGrad, SlicesOfOneInputSumIntoOneGradient) {
+  Generator gen(3);
+  Tensor x = Tensor::randn({5, 12}, gen);
+  x.requires_grad_();
+  std::vector<Tensor> parts = split(x, 4, 1);
+  Tensor g_parts = Tensor::randn({5, 12}, gen), g_strided = Tensor::randn({5, 4}, gen);
+  Tensor loss = sum(mul(x.slice(1, 2, 10, 2), g_strided));
+  for (int64_t i = 0; i < 3; ++i) loss = add(loss, sum(mul(parts[i], g_parts.slice(1, 4 * i, 4 * i + 4))));
+  loss.backward();
+  std::vector<float> expected = g_parts.to_vector<float>(), strided = g_strided.to_vector<float>();
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t j = 0; j < 4; ++j) expected[r * 12 + 2 + 2 * j] += strided[r * 4 + j];
+  EXPECT_EQ(x.grad().to_vector<float>(), expected);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "weft/autograd/node.h"
+#include "weft/kernels/cpu/elementwise.h"
 #include "weft/kernels/cpu/reduce.h"
 #include "weft/monitor/profiler.h"
 
@@ -118,9 +119,17 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
                    [inverse](const Tensor& g) { return g.permute(inverse); });
 }
 
-// Gradient of a view that picks part of the input: zeros elsewhere.
+// Gradient of a view that picks part of the input: zeros elsewhere. When a gradient for the input
+// has already arrived (attention's q, k and v are three slices of one projection), g is added
+// into its part of that one in place instead, and none is returned: the same sum, without a
+// zero-filled input-sized tensor per slice for the engine to add up.
 static Tensor scatter_into_zeros(const Tensor& g, const Shape& input_shape, const Shape& strides_of_view,
                                  int64_t offset_of_view, const Shape& view_shape) {
+  if (Tensor* gathered = autograd::gathered_gradient(0); gathered && gathered->dtype() == g.dtype()) {
+    Tensor part = gathered->as_strided(view_shape, strides_of_view, gathered->storage_offset() + offset_of_view);
+    cpu::binary_(cpu::Binary::add, part, g);
+    return Tensor();
+  }
   Tensor full = Tensor::zeros(input_shape, g.dtype());
   full.as_strided(view_shape, strides_of_view, offset_of_view).copy_(g);
   return full;
