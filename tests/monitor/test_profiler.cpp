@@ -188,8 +188,13 @@ TEST(Profiler, TrainingStepRecordsOpsInsidePhasesAndBackwardAndOptimizerScopes) 
   EXPECT_EQ(count["linear"], 3);
   EXPECT_EQ(count["linear_backward"], 3);
   EXPECT_EQ(count["relu_backward"], 2);
-  EXPECT_EQ(count["adamw_step"], 6);
+  EXPECT_EQ(count["adamw_step"], 1);  // one fused pass over the 6 parameters
   EXPECT_EQ(count["accumulate_grad"], 6);
+  double numel = 0;
+  for (const Tensor& p : step.model->parameters()) numel += static_cast<double>(p.numel());
+  const Profiler::Event& update = named(profiler, "adamw_step").at(0);
+  EXPECT_EQ(update.flops, 14.0 * numel);  // 13 per element and AdamW's decay, over all of them
+  EXPECT_EQ(update.bytes, 7.0 * 4 * numel);
   EXPECT_EQ(depth["forward"], 1);
   EXPECT_EQ(depth["linear"], 2);
   EXPECT_EQ(depth["linear_backward"], 2);

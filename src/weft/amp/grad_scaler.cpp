@@ -58,10 +58,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   found_inf_ = !finite;
 }
 
-bool GradScaler::step(optim::Optimizer& optimizer) {
+bool GradScaler::step(optim::Optimizer& optimizer, double grad_factor) {
   if (!unscaled_) unscale_(optimizer);
   if (found_inf_) return false;
-  optimizer.step();
+  optimizer.step(grad_factor);
   return true;
 }
 

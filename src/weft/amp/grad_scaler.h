@@ -48,8 +48,9 @@ class GradScaler {
 
   Tensor scale(const Tensor& loss) const;  // loss * scale, recorded for backward
   void unscale_(optim::Optimizer& optimizer);
-  // Updates unless an unscaled gradient is inf or NaN; returns whether it did.
-  bool step(optim::Optimizer& optimizer);
+  // Updates unless an unscaled gradient is inf or NaN; returns whether it did. `grad_factor`
+  // goes to Optimizer::step (clipping's coefficient, say).
+  bool step(optim::Optimizer& optimizer, double grad_factor = 1);
   // Adjusts the scale from this step's finding and readies the next step.
   void update();
 

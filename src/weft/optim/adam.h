@@ -39,7 +39,7 @@ class Adam : public Optimizer {
  protected:
   Adam(std::string name, std::vector<Tensor> params, AdamOptions options);
   std::vector<std::string> buffer_names() const override;
-  void update(Tensor& param, const Tensor& grad, std::vector<Tensor>& buffers, int64_t step) override;
+  void update(const std::vector<Segment>& segments, double grad_factor) override;
 
  private:
   AdamOptions options_;

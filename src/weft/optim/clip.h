@@ -1,4 +1,10 @@
-// Gradient clipping by total norm, as torch.nn.utils.clip_grad_norm_.
+// Gradient clipping by total norm, as torch.nn.utils.clip_grad_norm_, in two parts that a
+// trainer can keep apart: the norm (one read of every grad), and the scaling, which
+// Optimizer::step(grad_factor) can apply inside its own pass instead of a separate read and write
+// of every grad (bit for bit the same update).
+//
+//   total = grad_norm(params);                               clip_grad_norm(params, max_norm)
+//   optimizer.step(clip_coefficient(total, max_norm));  ==   optimizer.step();
 #pragma once
 #include <vector>
 
@@ -6,13 +12,22 @@
 
 namespace weft::optim {
 
-// Computes the norm of all the params' grads taken together (as one concatenated vector;
-// norm_type p > 0, or INFINITY for the max-abs norm), accumulating in f64, and returns it.
-// Grads are then scaled in place by max_norm / (total + 1e-6) when that factor is below 1.
-// Params without a grad are ignored (none at all: returns 0). Like PyTorch's default
-// (error_if_nonfinite=False), a non-finite total still scales: an inf norm zeroes the finite
-// grads, a NaN norm makes them NaN; callers that must skip such steps check the result.
-// Negative max_norm or a norm_type <= 0 → ValueError.
+// The norm of all the params' grads taken together (as one concatenated vector; norm_type p > 0,
+// or INFINITY for the max-abs norm), accumulated in f64. Params without a grad are ignored (none
+// at all: 0). The sum runs in a fixed order (chunks of 16384 elements of each grad, each chunk
+// over 32 lanes, then the chunks in order), so the norm is the same bit for bit whatever the
+// thread count. norm_type <= 0 → ValueError.
+double grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
+
+// The factor clip_grad_norm scales grads by: max_norm / (total_norm + 1e-6) when that is below 1
+// (or NaN), else exactly 1. Negative max_norm → ValueError.
+double clip_coefficient(double total_norm, double max_norm);
+
+// grad_norm, then every grad scaled in place by clip_coefficient (one parallel pass; nothing
+// when it is 1), and the norm returned. Like PyTorch's default (error_if_nonfinite=False), a
+// non-finite total still scales: an inf norm zeroes the finite grads, a NaN norm makes them NaN;
+// callers that must skip such steps check the result. Negative max_norm or a norm_type <= 0 →
+// ValueError.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 
 }  // namespace weft::optim

@@ -6,7 +6,10 @@
 #include <unordered_set>
 #include <utility>
 
+#include <omp.h>
+
 #include "weft/autograd/grad_mode.h"
+#include "weft/core/threads.h"
 
 namespace weft::optim {
 
@@ -21,7 +24,7 @@ std::string join(const std::vector<std::string>& names) {
 }  // namespace
 
 Optimizer::Optimizer(std::string name, std::vector<Tensor> params, double lr)
-    : name_(std::move(name)), params_(std::move(params)), state_(params_.size()) {
+    : name_(std::move(name)), params_(std::move(params)), steps_(params_.size(), 0) {
   set_lr(lr);
   WEFT_CHECK(!params_.empty(), ValueError, name_, ": got an empty parameter list");
   std::unordered_set<const TensorImpl*> seen;
@@ -40,19 +43,80 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, double lr)
     WEFT_CHECK(seen.insert(p.impl()).second, ValueError, name_, ": parameter ", i,
                " appears twice in the parameter list; it would be updated twice per step");
   }
+  // Each slice starts on a 64-byte boundary (flat_ is 64-byte aligned, as every allocation).
+  std::map<DType, int64_t> used;
+  for (const Tensor& p : params_) {
+    const int64_t align = 64 / static_cast<int64_t>(p.element_size());
+    int64_t& end = used[p.dtype()];
+    offsets_.push_back(end);
+    end += (p.numel() + align - 1) / align * align;
+  }
 }
 
-void Optimizer::step() {
+void Optimizer::ensure_flat_state() {
+  if (!flat_.empty()) return;
+  std::map<DType, int64_t> total;
+  for (size_t i = 0; i < params_.size(); ++i)
+    total[params_[i].dtype()] = offsets_[i] + params_[i].numel();
+  const size_t buffers = buffer_names().size();
+  for (const auto& [dtype, numel] : total)
+    for (size_t k = 0; k < buffers; ++k) flat_[dtype].push_back(Tensor::zeros({numel}, dtype));
+}
+
+Tensor Optimizer::buffer_view(size_t param_index, size_t k) const {
+  const Tensor& p = params_[param_index];
+  return flat_.at(p.dtype())[k].as_strided(p.shape(), contiguous_strides(p.shape()), offsets_[param_index]);
+}
+
+void Optimizer::step(double grad_factor) {
   NoGradGuard no_grad;
-  const std::vector<std::string> names = buffer_names();
+  const size_t buffers = buffer_names().size();
+  std::vector<Segment> segments;
+  std::vector<Tensor> grads;  // keeps contiguous copies of strided grads alive for the pass
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
+    const Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
-    ParamState& s = state_[i];
-    if (s.step == 0)
-      for (size_t k = 0; k < names.size(); ++k) s.buffers.push_back(Tensor::zeros(p.shape(), p.dtype()));
-    ++s.step;
-    update(p, p.grad().contiguous_untracked(), s.buffers, s.step);
+    Tensor g = p.grad().contiguous_untracked();
+    WEFT_CHECK(g.dtype() == p.dtype() && g.shape() == p.shape(), ValueError, name_, ": parameter ", i, " (",
+               dtype_name(p.dtype()), " ", shape_str(p.shape()), ") has a grad of ", dtype_name(g.dtype()), " ",
+               shape_str(g.shape()), "; a grad must match its parameter");
+    if (buffers > 0) ensure_flat_state();
+    Segment s{p.data_ptr(), g.data_ptr(), {}, p.numel(), ++steps_[i], p.dtype()};
+    for (size_t k = 0; k < buffers; ++k) {
+      Tensor b = buffer_view(i, k);
+      if (s.step == 1) b.zero_();
+      s.buffers.push_back(b.data_ptr());
+    }
+    segments.push_back(std::move(s));
+    grads.push_back(std::move(g));
+  }
+  if (!segments.empty()) update(segments, grad_factor);
+}
+
+void Optimizer::for_each_slice(const std::vector<Segment>& segments,
+                               const std::function<void(size_t, int64_t, int64_t)>& slice) {
+  // starts[i]: segment i's first element in the concatenation of all segments.
+  std::vector<int64_t> starts(segments.size() + 1, 0);
+  for (size_t i = 0; i < segments.size(); ++i) starts[i + 1] = starts[i] + segments[i].numel;
+  const int64_t total = starts.back();
+  // Where a thread's range [at(t), at(t + 1)) begins: the even split point, moved back to a
+  // multiple of 16 elements of the segment it falls in, so a thread's vector loop starts on a
+  // whole vector (and a 64-byte boundary for f32) of every tensor.
+  auto at = [&](int64_t t, int64_t threads) -> std::pair<size_t, int64_t> {
+    const int64_t point = total / threads * t + total % threads * t / threads;
+    const size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), point) - starts.begin()) - 1;
+    if (i == segments.size()) return {i, 0};
+    return {i, (point - starts[i]) / 16 * 16};
+  };
+#pragma omp parallel if (total >= kParallelGrain)
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    auto [i, begin] = at(t, threads);
+    const auto [last, end] = at(t + 1, threads);
+    for (; i < last || (i == last && begin < end); ++i, begin = 0) {
+      const int64_t stop = i == last ? end : segments[i].numel;
+      if (begin < stop) slice(i, begin, stop);
+    }
   }
 }
 
@@ -79,32 +143,32 @@ void Optimizer::check_non_negative(const char* what, double value) const {
 NamedTensors Optimizer::state(size_t param_index) const {
   WEFT_CHECK(param_index < params_.size(), IndexError, name_, ": state of parameter ", param_index,
              ", but there are ", params_.size(), " parameters");
-  const ParamState& s = state_[param_index];
-  const std::vector<std::string> names = buffer_names();
   NamedTensors out;
-  for (size_t k = 0; k < s.buffers.size(); ++k) out.emplace_back(names[k], s.buffers[k]);
+  if (steps_[param_index] == 0) return out;
+  const std::vector<std::string> names = buffer_names();
+  for (size_t k = 0; k < names.size(); ++k) out.emplace_back(names[k], buffer_view(param_index, k));
   return out;
 }
 
 int64_t Optimizer::step_count(size_t param_index) const {
   WEFT_CHECK(param_index < params_.size(), IndexError, name_, ": step count of parameter ", param_index,
              ", but there are ", params_.size(), " parameters");
-  return state_[param_index].step;
+  return steps_[param_index];
 }
 
 void Optimizer::set_state(size_t param_index, int64_t step, const NamedTensors& buffers) {
   WEFT_CHECK(param_index < params_.size(), IndexError, name_, ": state for parameter ", param_index,
              ", but there are ", params_.size(), " parameters");
-  set_state(param_index, step, buffers, str("parameter ", param_index));
+  write_state(check_state(param_index, step, buffers, str("parameter ", param_index)));
 }
 
-void Optimizer::set_state(size_t param_index, int64_t step, const NamedTensors& buffers, const std::string& who) {
+Optimizer::CheckedState Optimizer::check_state(size_t param_index, int64_t step, const NamedTensors& buffers,
+                                               const std::string& who) const {
   WEFT_CHECK(step >= 0, ValueError, name_, ": step count must be >= 0, got ", step);
   if (step == 0) {
     WEFT_CHECK(buffers.empty(), ValueError, name_, ": ", who,
                " has step count 0 but ", buffers.size(), " buffers; a fresh parameter has none");
-    state_[param_index] = {};
-    return;
+    return {param_index, 0, {}};
   }
   const Tensor& p = params_[param_index];
   const std::vector<std::string> names = buffer_names();
@@ -113,16 +177,23 @@ void Optimizer::set_state(size_t param_index, int64_t step, const NamedTensors& 
   const std::string mismatch = str(name_, ": ", who, " state needs buffers ", join(names),
                                    ", got ", join(given));
   WEFT_CHECK(buffers.size() == names.size(), ValueError, mismatch);
-  ParamState loaded{step, {}};
+  CheckedState checked{param_index, step, {}};
   for (const std::string& n : names) {
     auto it = std::find_if(buffers.begin(), buffers.end(), [&](const auto& b) { return b.first == n; });
     WEFT_CHECK(it != buffers.end(), ValueError, mismatch);
     WEFT_CHECK(it->second.defined() && it->second.shape() == p.shape(), ShapeError, name_, ": buffer '", n,
                "' of ", who, " must have the parameter's shape ", shape_str(p.shape()),
                ", got ", it->second.defined() ? shape_str(it->second.shape()) : "an undefined tensor");
-    loaded.buffers.push_back(Tensor::empty(p.shape(), p.dtype()).copy_(it->second));
+    checked.buffers.push_back(it->second);
   }
-  state_[param_index] = std::move(loaded);
+  return checked;
+}
+
+void Optimizer::write_state(const CheckedState& s) {
+  steps_[s.index] = s.step;
+  if (s.buffers.empty()) return;
+  ensure_flat_state();
+  for (size_t k = 0; k < s.buffers.size(); ++k) buffer_view(s.index, k).copy_(s.buffers[k]);
 }
 
 std::vector<std::string> Optimizer::state_keys(const std::vector<std::string>& param_names) const {
@@ -142,14 +213,12 @@ std::vector<std::string> Optimizer::state_keys(const std::vector<std::string>& p
 
 std::map<std::string, Tensor> Optimizer::state_dict(const std::vector<std::string>& param_names) const {
   const std::vector<std::string> keys = state_keys(param_names);
-  const std::vector<std::string> names = buffer_names();
   std::map<std::string, Tensor> dict;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const ParamState& s = state_[i];
-    if (s.step == 0) continue;
-    dict[keys[i] + ".step"] = Tensor::scalar(static_cast<double>(s.step), DType::i64);
-    for (size_t k = 0; k < names.size(); ++k)
-      dict[keys[i] + "." + names[k]] = Tensor::empty(s.buffers[k].shape(), s.buffers[k].dtype()).copy_(s.buffers[k]);
+    if (steps_[i] == 0) continue;
+    dict[keys[i] + ".step"] = Tensor::scalar(static_cast<double>(steps_[i]), DType::i64);
+    for (const auto& [name, buffer] : state(i))
+      dict[keys[i] + "." + name] = Tensor::empty(buffer.shape(), buffer.dtype()).copy_(buffer);
   }
   return dict;
 }
@@ -196,18 +265,17 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& dict, const
       entries[index].buffers.emplace_back(field, value);
     }
   }
-  // Load into fresh state, and keep the old one if anything in the dict is rejected.
-  std::vector<ParamState> previous = std::exchange(state_, std::vector<ParamState>(params_.size()));
-  try {
-    for (const auto& [index, e] : entries) {
-      WEFT_CHECK(e.step >= 0, ValueError, name_, ": load_state_dict: ", who(index), " has buffers but no '",
-                 keys[index], ".step'");
-      set_state(index, e.step, e.buffers, who(index));
-    }
-  } catch (...) {
-    state_ = std::move(previous);
-    throw;
+  // Everything is checked before anything is written, so a rejected dict leaves the old state.
+  std::vector<CheckedState> checked;
+  for (const auto& [index, e] : entries) {
+    WEFT_CHECK(e.step >= 0, ValueError, name_, ": load_state_dict: ", who(index), " has buffers but no '",
+               keys[index], ".step'");
+    checked.push_back(check_state(index, e.step, e.buffers, who(index)));
   }
+  if (std::any_of(checked.begin(), checked.end(), [](const CheckedState& s) { return !s.buffers.empty(); }))
+    ensure_flat_state();
+  std::fill(steps_.begin(), steps_.end(), 0);
+  for (const CheckedState& s : checked) write_state(s);
 }
 
 }  // namespace weft::optim

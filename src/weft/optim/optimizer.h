@@ -7,14 +7,26 @@
 // whose grad is defined; a parameter without a grad is skipped and its state left untouched
 // (as in PyTorch), so step counts are per parameter.
 //
-// Invariant: a parameter's step count is 0 exactly when it has no buffers; the buffers are
-// created (zero-filled) on its first update. State is reachable by parameter index, so a ZeRO
-// shard's optimizer holds state only for the parameters (or flat shards) it was given, and a
+// Layout: the state is flat. For each buffer name and dtype there is ONE allocation holding every
+// parameter's buffer of that dtype in list order, each starting on a 64-byte boundary; a
+// parameter's buffer is a view of its slice. The update is then one pass over contiguous state
+// (step(): one parallel region over the elements of every parameter that has a grad, split
+// evenly across threads, whatever the tensors' sizes), and a ZeRO shard can own a flat range.
+// The flat buffers are allocated, for every parameter, at the first update or set_state().
+//
+// Invariant: a parameter's step count is 0 exactly when it has no buffers (state() is empty);
+// its slices are zero-filled at its first update. State is reachable by parameter index, so a
+// ZeRO shard's optimizer holds state only for the parameters (or flat shards) it was given, and a
 // checkpoint can save state_dict() and load_state_dict() it into a fresh optimizer. Given the
 // parameters' names, the state dict is keyed by name instead of position, so a checkpoint stays
 // readable when the parameter list is cut differently (a sharded checkpoint maps names).
+//
+// Rounding: each rule's update is specified per element, with its fused multiply-adds written out
+// (mul_add in optim/simd.h), and its vectorised pass gives bit for bit the result of its scalar
+// reference loop; tests/optim/test_fused.cpp holds both to the formulas.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -34,8 +46,11 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter that has a grad.
-  void step();
+  // One update of every parameter that has a grad, each grad taken as multiplied by
+  // `grad_factor` (rounded to its dtype) first: bit for bit what scaling the grads in place and
+  // then stepping gives, without writing them. clip_grad_norm's scaling folds in here
+  // (clip_coefficient in optim/clip.h), saving a read and a write of every grad.
+  void step(double grad_factor = 1);
   // Drops every grad (set_to_none) or fills it with zeros.
   void zero_grad(bool set_to_none = true);
 
@@ -44,7 +59,7 @@ class Optimizer {
   const std::vector<Tensor>& params() const { return params_; }
   const std::string& name() const { return name_; }
 
-  // Parameter i's buffers, aliasing the live state (empty before its first update).
+  // Parameter i's buffers, views of the live flat state (empty before its first update).
   NamedTensors state(size_t param_index) const;
   int64_t step_count(size_t param_index) const;
   // Replaces parameter i's state with copies of `buffers` (every name the rule keeps, each of
@@ -63,28 +78,60 @@ class Optimizer {
   void load_state_dict(const std::map<std::string, Tensor>& dict, const std::vector<std::string>& param_names = {});
 
  protected:
+  // One parameter of this step's pass, as the rule's kernel sees it: `numel` contiguous elements
+  // of `dtype` at `param` and `grad`, its buffers in buffer_names() order, and `step`, the count
+  // of this update (1 on the first).
+  struct Segment {
+    void* param;
+    const void* grad;
+    std::vector<void*> buffers;
+    int64_t numel;
+    int64_t step;
+    DType dtype;
+  };
+
   // The buffers the rule keeps per parameter, in the order update() receives them.
   virtual std::vector<std::string> buffer_names() const = 0;
-  // Updates `param` in place from `grad` (both contiguous, same shape and dtype); `buffers`
-  // follow buffer_names(); `step` counts this update (1 on the first).
-  virtual void update(Tensor& param, const Tensor& grad, std::vector<Tensor>& buffers, int64_t step) = 0;
+  // Updates every segment in place, each grad multiplied by grad_factor (in its dtype) first;
+  // one call per step(), which is expected to run its kernel through for_each_slice.
+  virtual void update(const std::vector<Segment>& segments, double grad_factor) = 0;
+
+  // Calls slice(segment index, begin, end) on element ranges that cover every segment once,
+  // from ONE parallel region: the segments' total is split evenly across the threads (a thread's
+  // boundary falls on a multiple of 16 elements of its segment), so 148 tensors of a GPT cost one
+  // fork and join, and a tiny bias costs no more than its elements. Below kParallelGrain
+  // elements in all, one thread.
+  static void for_each_slice(const std::vector<Segment>& segments,
+                             const std::function<void(size_t, int64_t, int64_t)>& slice);
 
   // Throws ValueError naming this optimizer and `what` unless value >= 0 (NaN fails too).
   void check_non_negative(const char* what, double value) const;
 
  private:
-  struct ParamState {
-    int64_t step = 0;
+  // A state entry checked against parameter i: its step and its buffers in buffer_names() order.
+  struct CheckedState {
+    size_t index;
+    int64_t step;
     std::vector<Tensor> buffers;
   };
   // Each parameter's state-dict key: param_names, checked, or the indices.
   std::vector<std::string> state_keys(const std::vector<std::string>& param_names) const;
-  // set_state, with `who` ("parameter 3", "parameter 'wte.weight'") in its errors.
-  void set_state(size_t param_index, int64_t step, const NamedTensors& buffers, const std::string& who);
+  // Checks `buffers` for parameter i, with `who` ("parameter 3", "parameter 'wte.weight'") in
+  // its errors; writing it (write_state) cannot fail, so a load checks everything first.
+  CheckedState check_state(size_t param_index, int64_t step, const NamedTensors& buffers, const std::string& who) const;
+  void write_state(const CheckedState& s);
+  // Allocates the flat buffers (zero-filled) if this is their first use.
+  void ensure_flat_state();
+  // Parameter i's slice of the flat buffer of buffer_names()[k].
+  Tensor buffer_view(size_t param_index, size_t k) const;
 
   std::string name_;
   std::vector<Tensor> params_;
-  std::vector<ParamState> state_;
+  std::vector<int64_t> steps_;
+  // Per dtype (f64, f32), one flat tensor per buffer name (empty until first used), and each
+  // parameter's element offset in its dtype's flat tensors.
+  std::map<DType, std::vector<Tensor>> flat_;
+  std::vector<int64_t> offsets_;
   double lr_;
 };
 

@@ -27,7 +27,7 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> buffer_names() const override;
-  void update(Tensor& param, const Tensor& grad, std::vector<Tensor>& buffers, int64_t step) override;
+  void update(const std::vector<Segment>& segments, double grad_factor) override;
 
  private:
   SGDOptions options_;

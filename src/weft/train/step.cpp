@@ -87,13 +87,14 @@ StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const 
   }
 }
 
-bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t step, std::ostream& log) {
+bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t step, std::ostream& log,
+                  double grad_factor) {
   if (!scaler) {
-    optimizer.step();
+    optimizer.step(grad_factor);
     return true;
   }
   const double scale = scaler->current_scale();
-  const bool stepped = scaler->step(optimizer);
+  const bool stepped = scaler->step(optimizer, grad_factor);
   const bool stuck_before = scaler->stuck_at_minimum();
   scaler->update();
   if (!stepped)

@@ -50,9 +50,10 @@ StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const 
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
                           const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct = true);
 
-// optimizer.step(), or for fp16 the scaler's step and update, telling `log` about skipped steps
-// and a loss scale stuck at its minimum. Returns whether the parameters were updated.
-bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t step, std::ostream& log);
+// optimizer.step(grad_factor), or for fp16 the scaler's step and update, telling `log` about
+// skipped steps and a loss scale stuck at its minimum. Returns whether the parameters were updated.
+bool apply_update(optim::Optimizer& optimizer, amp::GradScaler* scaler, int64_t step, std::ostream& log,
+                  double grad_factor = 1);
 
 // One record per logged step, to TensorBoard and DIR/metrics.jsonl. The log keeps the records of
 // steps up to `kept_through` (0 for a fresh run, the checkpoint's step for a run resumed in its own

@@ -436,11 +436,14 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     if (!scaler && !std::isfinite(tally.loss_sum)) diverged("the training loss", tally.loss_sum, state.step + 1);
     {
       monitor::PhaseScope phase("optimizer");
+      // Clipping's scaling rides in the optimizer's pass (bit for bit clip_grad_norm's): the
+      // grads are read once for the norm and once for the update, never rewritten.
+      double grad_factor = 1;
       if (clip_grad > 0) {
         if (scaler) scaler->unscale_(*optimizer);
-        optim::clip_grad_norm(model->parameters(), clip_grad);
+        grad_factor = optim::clip_coefficient(optim::grad_norm(model->parameters()), clip_grad);
       }
-      apply_update(*optimizer, scaler_ptr, state.step + 1, log);
+      apply_update(*optimizer, scaler_ptr, state.step + 1, log, grad_factor);
     }
     step_scope.reset();
     const double step_seconds = seconds_since(step_start);
