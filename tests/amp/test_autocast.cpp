@@ -79,6 +79,29 @@ TEST(Autocast, LinearWeightGradientKeepsTheGemmsF32Accumulation) {
   EXPECT_LT(worst_relative, 1e-5);
 }
 
+// Under AutocastCopies, linear reads the weight's copy instead of casting it, and the gradient
+// still reaches the f32 weight. The copy here is deliberately not the weight's cast, to see it used.
+TEST(Autocast, LinearReadsAKeptLowPrecisionCopyOfItsWeight) {
+  Tensor x = leaf({8, 32}, 10), w = leaf({16, 32}, 11);
+  Tensor other = randn({16, 32}, 12);
+  Tensor copy = other.to(DType::bf16);
+  Tensor with_copy, with_other;
+  {
+    AutocastGuard guard(DType::bf16);
+    AutocastCopies copies({w}, {copy});
+    with_copy = linear(x, w, Tensor());
+    with_other = linear(x.detach(), other, Tensor());
+  }
+  EXPECT_EQ(with_copy.to_vector<float>(), with_other.to_vector<float>());
+  sum(with_copy).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  {
+    AutocastGuard guard(DType::bf16);  // without the copies: the weight itself, cast
+    EXPECT_NE(linear(x, w, Tensor()).to_vector<float>(), with_copy.to_vector<float>());
+  }
+}
+
 TEST(Autocast, ConvAndMatmulAreOnTheLowList) {
   AutocastGuard guard(DType::bf16);
   EXPECT_EQ(conv2d(randn({2, 3, 8, 8}, 4), randn({4, 3, 3, 3}, 5)).dtype(), DType::bf16);

@@ -227,5 +227,35 @@ TEST(FusedGradNorm, SameBitsForEveryThreadCountInTheDocumentedOrder) {
   set_num_threads(saved);
 }
 
+// The 16-bit copies an optimizer keeps are, after every step, bit for bit the parameters cast to
+// their dtype: parameters without a grad that step included (their copies must stay as they were),
+// and parameters longer than the block the pass converts at a time, across threads.
+TEST(LowPrecisionCopies, EqualTheParametersCastAfterEveryStep) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (int which = 0; which < 2; ++which) {
+      Generator gen(5);
+      std::vector<Tensor> params;
+      for (int64_t n : kSizes) params.push_back(Tensor::randn({n}, gen));
+      std::unique_ptr<Optimizer> opt;
+      if (which == 0) opt = std::make_unique<AdamW>(params, AdamWOptions{.lr = 0.05});
+      else opt = std::make_unique<SGD>(params, 0.1, SGDOptions{.momentum = 0.9});
+      opt->keep_low_precision_copies(dtype);
+      ASSERT_EQ(opt->low_precision_copies().size(), params.size());
+      for (int s = 0; s < kSteps; ++s) {
+        for (size_t k = 0; k < params.size(); ++k)
+          params[k].set_grad(skipped(k, s) ? Tensor() : Tensor::randn(params[k].shape(), gen));
+        opt->step(kFactors[s]);
+        for (size_t k = 0; k < params.size(); ++k) {
+          const Tensor& copy = opt->low_precision_copies()[k];
+          const Tensor cast = params[k].to(dtype);
+          ASSERT_EQ(copy.dtype(), dtype);
+          ASSERT_EQ(std::memcmp(copy.data_ptr(), cast.data_ptr(), cast.nbytes()), 0)
+              << opt->name() << " " << dtype_name(dtype) << " step " << s << " parameter " << k;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::optim

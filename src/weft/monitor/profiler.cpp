@@ -335,6 +335,7 @@ constexpr std::pair<std::string_view, const char*> kFamilies[] = {
     {"adam_step", "optimizer"},
     {"sgd_step", "optimizer"},
     {"clip_grad_norm", "optimizer"},
+    {"grad_norm", "optimizer"},
     {"to", "casts"},
     {"clone", "copies and views"},
     {"cat", "copies and views"},

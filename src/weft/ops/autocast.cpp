@@ -47,7 +47,34 @@ Tensor autocast(std::string_view op, const Tensor& t) {
 
 Tensor autocast_operand(std::string_view op, const Tensor& t) {
   const std::optional<DType> target = target_dtype(op, t);
-  return target && *target != t.dtype() ? t.detach().to(*target) : t;
+  if (!target || *target == t.dtype()) return t;
+  if (const Tensor* copy = AutocastCopies::find(t, *target)) return *copy;
+  return t.detach().to(*target);
+}
+
+namespace {
+thread_local const AutocastCopies* innermost_copies = nullptr;
+}  // namespace
+
+AutocastCopies::AutocastCopies(const std::vector<Tensor>& tensors, const std::vector<Tensor>& copies)
+    : enclosing_(innermost_copies) {
+  WEFT_CHECK(copies.empty() || copies.size() == tensors.size(), ValueError, "AutocastCopies: ", copies.size(),
+             " copies for ", tensors.size(), " tensors");
+  for (size_t i = 0; i < copies.size(); ++i) {
+    if (!copies[i].defined()) continue;
+    WEFT_CHECK(copies[i].shape() == tensors[i].shape(), ShapeError, "AutocastCopies: copy ", i, " is ",
+               shape_str(copies[i].shape()), " but its tensor is ", shape_str(tensors[i].shape()));
+    copies_.emplace(tensors[i].impl(), copies[i]);
+  }
+  innermost_copies = this;
+}
+
+AutocastCopies::~AutocastCopies() { innermost_copies = enclosing_; }
+
+const Tensor* AutocastCopies::find(const Tensor& t, DType dtype) {
+  if (!innermost_copies) return nullptr;
+  auto it = innermost_copies->copies_.find(t.impl());
+  return it != innermost_copies->copies_.end() && it->second.dtype() == dtype ? &it->second : nullptr;
 }
 
 }  // namespace weft

@@ -24,6 +24,8 @@
 // autograd/autocast_mode.h (checkpointing restores them for its recomputation).
 #pragma once
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "weft/autograd/autocast_mode.h"
 #include "weft/core/tensor.h"
@@ -36,7 +38,29 @@ namespace weft {
 Tensor autocast(std::string_view op, const Tensor& t);
 
 // The same cast, not recorded: for an op that records its own backward against `t` and returns
-// t's gradient in t's dtype.
+// t's gradient in t's dtype. Under an AutocastCopies that holds a copy of t in the wanted dtype,
+// that copy.
 Tensor autocast_operand(std::string_view op, const Tensor& t);
+
+// Low-precision copies of tensors (parameters) that their owner keeps equal to the tensor cast
+// to the copy's dtype (optim::Optimizer::keep_low_precision_copies writes them in its update
+// pass). While one is alive on this thread, autocast_operand hands out the copy instead of
+// casting the tensor again. The caller guarantees the copies stay current while it lives: the
+// trainer holds one around a step's forward and backward, between two optimizer steps.
+class AutocastCopies {
+ public:
+  // copies[i] is tensors[i]'s copy; an undefined copy, or empty lists, means none.
+  AutocastCopies(const std::vector<Tensor>& tensors, const std::vector<Tensor>& copies);
+  ~AutocastCopies();
+  AutocastCopies(const AutocastCopies&) = delete;
+  AutocastCopies& operator=(const AutocastCopies&) = delete;
+
+  // t's copy in `dtype` under the innermost AutocastCopies of this thread, or null.
+  static const Tensor* find(const Tensor& t, DType dtype);
+
+ private:
+  std::unordered_map<const TensorImpl*, Tensor> copies_;
+  const AutocastCopies* enclosing_;
+};
 
 }  // namespace weft

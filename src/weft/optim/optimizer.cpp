@@ -9,11 +9,32 @@
 #include <omp.h>
 
 #include "weft/autograd/grad_mode.h"
+#include "weft/core/convert.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cpu/dispatch.h"
 
 namespace weft::optim {
 
 namespace {
+
+// Elements per call of a rule's slice kernel when the segment has a copy to write: small enough
+// that the updated slice is still in L1/L2 when it is converted, a multiple of 16 so every call
+// starts on a whole vector.
+constexpr int64_t kCopyBlock = 4096;
+
+// copy[begin, end) = param[begin, end) converted to the copy's dtype, with the conversion every
+// cast uses (core/convert.h), so a copy is bit for bit what .to(dtype) gives.
+void write_copy(const void* param, DType param_dtype, void* copy, DType copy_dtype, int64_t begin, int64_t end) {
+  cpu::visit_floating(param_dtype, "low-precision copy", [&](auto from_tag) {
+    using From = decltype(from_tag);
+    cpu::visit_floating(copy_dtype, "low-precision copy", [&](auto to_tag) {
+      using To = decltype(to_tag);
+      const From* src = static_cast<const From*>(param);
+      To* dst = static_cast<To*>(copy);
+      for (int64_t j = begin; j < end; ++j) dst[j] = convert<To>(src[j]);
+    });
+  });
+}
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -82,6 +103,10 @@ void Optimizer::step(double grad_factor) {
                shape_str(g.shape()), "; a grad must match its parameter");
     if (buffers > 0) ensure_flat_state();
     Segment s{p.data_ptr(), g.data_ptr(), {}, p.numel(), ++steps_[i], p.dtype()};
+    if (!copies_.empty()) {
+      s.copy = copies_[i].data_ptr();
+      s.copy_dtype = copies_[i].dtype();
+    }
     for (size_t k = 0; k < buffers; ++k) {
       Tensor b = buffer_view(i, k);
       if (s.step == 1) b.zero_();
@@ -114,9 +139,33 @@ void Optimizer::for_each_slice(const std::vector<Segment>& segments,
     auto [i, begin] = at(t, threads);
     const auto [last, end] = at(t + 1, threads);
     for (; i < last || (i == last && begin < end); ++i, begin = 0) {
-      const int64_t stop = i == last ? end : segments[i].numel;
-      if (begin < stop) slice(i, begin, stop);
+      const Segment& s = segments[i];
+      const int64_t stop = i == last ? end : s.numel;
+      if (!s.copy) {
+        if (begin < stop) slice(i, begin, stop);
+        continue;
+      }
+      for (int64_t b = begin; b < stop; b += kCopyBlock) {
+        const int64_t e = std::min(stop, b + kCopyBlock);
+        slice(i, b, e);
+        write_copy(s.param, s.dtype, s.copy, s.copy_dtype, b, e);
+      }
     }
+  }
+}
+
+void Optimizer::keep_low_precision_copies(DType dtype) {
+  WEFT_CHECK(dtype == DType::bf16 || dtype == DType::f16, DTypeError, name_,
+             ": low-precision copies are bf16 or f16, got ", dtype_name(dtype));
+  int64_t total = 0;
+  for (const Tensor& p : params_) total += p.numel();
+  Tensor flat = Tensor::empty({total}, dtype);
+  copies_.clear();
+  int64_t offset = 0;
+  for (const Tensor& p : params_) {
+    copies_.push_back(flat.as_strided(p.shape(), contiguous_strides(p.shape()), offset));
+    write_copy(p.data_ptr(), p.dtype(), copies_.back().data_ptr(), dtype, 0, p.numel());
+    offset += p.numel();
   }
 }
 

@@ -59,6 +59,16 @@ class Optimizer {
   const std::vector<Tensor>& params() const { return params_; }
   const std::string& name() const { return name_; }
 
+  // From now on keeps a copy of every parameter in `dtype` (bf16 or f16) equal to the parameter
+  // converted to it: written now, then by every step() inside its pass, each slice of a
+  // parameter converted right after it is updated, while it is still in cache. A mixed-precision
+  // forward reads the copies instead of casting every weight again (ops/autocast.h,
+  // AutocastCopies), which saves reading all f32 weights once more per step. A parameter changed
+  // any other way than by step() needs another call.
+  void keep_low_precision_copies(DType dtype);
+  // Index-aligned with params(): views of one flat buffer; empty unless copies are kept.
+  const std::vector<Tensor>& low_precision_copies() const { return copies_; }
+
   // Parameter i's buffers, views of the live flat state (empty before its first update).
   NamedTensors state(size_t param_index) const;
   int64_t step_count(size_t param_index) const;
@@ -88,6 +98,8 @@ class Optimizer {
     int64_t numel;
     int64_t step;
     DType dtype;
+    void* copy = nullptr;  // the low-precision copy for_each_slice writes, if kept
+    DType copy_dtype = DType::bf16;
   };
 
   // The buffers the rule keeps per parameter, in the order update() receives them.
@@ -96,8 +108,8 @@ class Optimizer {
   // one call per step(), which is expected to run its kernel through for_each_slice.
   virtual void update(const std::vector<Segment>& segments, double grad_factor) = 0;
 
-  // Calls slice(segment index, begin, end) on element ranges that cover every segment once,
-  // from ONE parallel region: the segments' total is split evenly across the threads (a thread's
+  // Calls slice(segment index, begin, end) on element ranges that cover every segment once, and
+  // after each writes the segment's copy over the range when it has one, from ONE parallel region: the segments' total is split evenly across the threads (a thread's
   // boundary falls on a multiple of 16 elements of its segment), so 148 tensors of a GPT cost one
   // fork and join, and a tiny bias costs no more than its elements. Below kParallelGrain
   // elements in all, one thread.
@@ -132,6 +144,7 @@ class Optimizer {
   // parameter's element offset in its dtype's flat tensors.
   std::map<DType, std::vector<Tensor>> flat_;
   std::vector<int64_t> offsets_;
+  std::vector<Tensor> copies_;
   double lr_;
 };
 

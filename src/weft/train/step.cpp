@@ -12,6 +12,7 @@
 #include "weft/kernels/cpu/onednn.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/autocast.h"
 #include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
 
@@ -73,6 +74,9 @@ StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const 
   for (;;) {
     optimizer.zero_grad();
     try {
+      // The parameters stay as the last optimizer step left them until the next: their copies
+      // are current.
+      AutocastCopies copies(optimizer.params(), optimizer.low_precision_copies());
       return accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct);
     } catch (const OutOfMemoryError& e) {
       // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the

@@ -282,6 +282,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     saved_plan = saved_planned_steps(state.options, steps_per_epoch, str(o.resume_dir, "/trainer.json: options"));
     log << "resumed from " << o.resume_dir << " at step " << state.step << "\n";
   }
+  // Mixed precision: the optimizer writes each weight's 16-bit copy as it updates it, and the
+  // forward's linear layers read those instead of casting every weight each step.
+  if (low_precision) optimizer->keep_low_precision_copies(*low_precision);
 
   int64_t micro_batch = batch_size / o.grad_accum;
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
