@@ -56,7 +56,8 @@ TEST(Autocast, LinearRunsInBf16AndGradientsReturnInF32) {
 }
 
 // The weight's gradient leaves the GEMM in f32: it equals x_bf16^T g_bf16 summed in f64 to f32's
-// precision, where a gradient rounded to bf16 on the way (and cast back) is off by ~2^-9.
+// precision, where a gradient rounded to bf16 on the way (and cast back) is off by ~2^-9. So does
+// an f32 input's.
 TEST(Autocast, LinearWeightGradientKeepsTheGemmsF32Accumulation) {
   Tensor x = leaf({64, 48}, 4), w = leaf({24, 48}, 5), g = randn({64, 24}, 6);
   {
@@ -75,6 +76,20 @@ TEST(Autocast, LinearWeightGradientKeepsTheGemmsF32Accumulation) {
         magnitude += std::abs(gs[r * 24 + o] * xs[r * 48 + i]);
       }
       worst_relative = std::max(worst_relative, std::abs(got[o * 48 + i] - exact) / magnitude);
+    }
+  EXPECT_LT(worst_relative, 1e-5);
+  // The same for x's gradient, g_bf16 @ w_bf16, which leaves its GEMM in x's f32.
+  ASSERT_EQ(x.grad().dtype(), DType::f32);
+  std::vector<double> ws = w.to(DType::bf16).to_vector<double>(), gx = x.grad().to_vector<double>();
+  worst_relative = 0;
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t i = 0; i < 48; ++i) {
+      double exact = 0, magnitude = 0;
+      for (int64_t o = 0; o < 24; ++o) {
+        exact += gs[r * 24 + o] * ws[o * 48 + i];
+        magnitude += std::abs(gs[r * 24 + o] * ws[o * 48 + i]);
+      }
+      worst_relative = std::max(worst_relative, std::abs(gx[r * 48 + i] - exact) / magnitude);
     }
   EXPECT_LT(worst_relative, 1e-5);
 }

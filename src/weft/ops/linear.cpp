@@ -85,11 +85,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // One GEMM for the whole batch: x's leading dims fold into rows ([rows, in], a view when x's
 // strides allow), the weight goes in as its transposed view [in, out] and the bias is added by
 // oneDNN in the same pass, so no copy of x or W and no second sweep over the output. Under
-// autocast the weight and bias are cast unrecorded and the backward is recorded against the
-// tensors given, so their gradients come out in their own dtype: the weight's straight from the
-// GEMM's f32 accumulators.
+// autocast x, the weight and the bias are cast unrecorded and the backward is recorded against
+// the tensors given, so their gradients come out in their own dtype, an f32 x's and weight's
+// straight from the GEMMs' f32 accumulators: no cast in the backward.
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const Tensor x = autocast("linear", x_in);
+  const Tensor x = autocast_operand("linear", x_in);
   const Tensor weight = autocast_operand("linear", weight_in);
   // oneDNN adds an f32 bias to a 16-bit GEMM's f32 accumulators itself: no cast needed.
   const Tensor bias = bias_in.defined() && bias_in.dtype() == DType::f32 ? bias_in : autocast_operand("linear", bias_in);
@@ -109,14 +109,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Shape shape = x.shape();
   shape.back() = out_features;
   Tensor out = reshaped(cpu::matmul(x2, transposed(weight), bias), shape);
-  const bool need_x = x.requires_grad(), need_w = weight_in.requires_grad();
+  const bool need_x = x_in.requires_grad(), need_w = weight_in.requires_grad();
   const bool need_b = bias_in.defined() && bias_in.requires_grad();
-  record("linear", {x, weight_in, bias_in}, {out},
+  record("linear", {x_in, weight_in, bias_in}, {out},
          [x2 = need_w ? x2.detach() : Tensor(), w = need_x ? weight.detach() : Tensor(), x_shape = x.shape(), need_b,
-          weight_dtype = weight_in.dtype(), bias_dtype = bias_in.defined() ? bias_in.dtype() : x.dtype()](const Grads& g) {
+          x_dtype = x_in.dtype(), weight_dtype = weight_in.dtype(),
+          bias_dtype = bias_in.defined() ? bias_in.dtype() : x.dtype()](const Grads& g) {
            Tensor g2 = cpu::fold_rows(g[0]);  // [rows, out]
            Tensor gx, gw, gb;
-           if (w.defined()) gx = reshaped(cpu::matmul(g2, w), x_shape);                // [rows, out] @ [out, in]
+           if (w.defined()) gx = reshaped(cpu::matmul(g2, w, {}, x_dtype), x_shape);  // [rows, out] @ [out, in]
            if (x2.defined()) gw = cpu::matmul(transposed(g2), x2, {}, weight_dtype);  // [out, rows] @ [rows, in]
            if (need_b) {
              gb = cpu::sum(g2, {0}, false);
