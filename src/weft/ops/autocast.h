@@ -16,10 +16,10 @@
 //
 // Invariants: each gradient arrives in its input's own dtype, so a parameter's .grad is f32 like
 // the parameter (the f32 master weights the optimizer updates), even though the GEMM that
-// produced it ran in the low type. The casts are recorded `to` ops, except for linear's weight
-// and bias (autocast_operand): linear records its backward against the f32 tensors themselves
-// and writes the weight's gradient out of the GEMM in f32, instead of rounding it to bf16 and
-// casting it back (a GPT-2 124M step moved 1.5 GB through those casts). f64 tensors are never cast
+// produced it ran in the low type. The casts are recorded `to` ops, except for linear's operands
+// (autocast_operand): linear records its backward against the tensors it was given and writes an
+// f32 weight's and input's gradients out of the GEMMs in f32, instead of rounding them to bf16
+// and casting them back (a GPT-2 124M step moved 1.5 GB through those casts). f64 tensors are never cast
 // (they exist for gradient checks). The on/off state and AutocastGuard are per thread, in
 // autograd/autocast_mode.h (checkpointing restores them for its recomputation).
 #pragma once
