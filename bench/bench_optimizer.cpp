@@ -1,6 +1,6 @@
 // weft's side of bench/optimizer_vs_pytorch.py: ms per optimizer step on the given parameter
-// shapes (f32, random grads), printed as one JSON line. Each figure is the median of STEPS timed
-// calls after two untimed ones.
+// shapes (f32, random grads), printed as one JSON line. Each figure is the best of STEPS timed
+// calls after two untimed ones (other work on a shared machine only ever adds time).
 //
 //   build/bench/bench_optimizer 50304x768 64x768 768 ...        (shapes as DIMxDIM..., one per parameter)
 //
@@ -25,7 +25,7 @@
 using namespace weft;
 
 // `before` runs untimed ahead of every call.
-static double median_ms(const std::function<void()>& fn, int steps, const std::function<void()>& before = [] {}) {
+static double best_ms(const std::function<void()>& fn, int steps, const std::function<void()>& before = [] {}) {
   before();
   fn();
   before();
@@ -37,8 +37,7 @@ static double median_ms(const std::function<void()>& fn, int steps, const std::f
     fn();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return *std::min_element(ms.begin(), ms.end());
 }
 
 static void restore_grad(const Tensor& p, const Tensor& from) {
@@ -72,20 +71,20 @@ int main(int argc, char** argv) {
   double adamw_ms = 0, adamw_factor_ms = 0;
   {
     optim::AdamW adamw(params, {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1});
-    adamw_ms = median_ms([&] { adamw.step(); }, steps);
-    adamw_factor_ms = median_ms([&] { adamw.step(0.5); }, steps);
+    adamw_ms = best_ms([&] { adamw.step(); }, steps);
+    adamw_factor_ms = best_ms([&] { adamw.step(0.5); }, steps);
   }
   double sgd_ms = 0;
   {
     optim::SGD sgd(params, 1e-4, {.momentum = 0.9});
-    sgd_ms = median_ms([&] { sgd.step(); }, steps);
+    sgd_ms = best_ms([&] { sgd.step(); }, steps);
   }
-  const double norm_ms = median_ms([&] { optim::grad_norm(params); }, steps);
+  const double norm_ms = best_ms([&] { optim::grad_norm(params); }, steps);
   // Every call must scale: the grads are restored before each (at norm 1 after one clip, a second
   // clip to 1 would only read them).
   std::vector<Tensor> saved;
   for (const Tensor& p : params) saved.push_back(p.grad().clone());
-  const double clip_ms = median_ms([&] { optim::clip_grad_norm(params, 1.0); }, steps, [&] {
+  const double clip_ms = best_ms([&] { optim::clip_grad_norm(params, 1.0); }, steps, [&] {
     for (size_t i = 0; i < params.size(); ++i) restore_grad(params[i], saved[i]);
   });
   std::printf("{\"params\": %lld, \"adamw_ms\": %.3f, \"adamw_with_factor_ms\": %.3f, \"sgd_momentum_ms\": %.3f, "

@@ -192,7 +192,7 @@ TEST(Profiler, TrainingStepRecordsOpsInsidePhasesAndBackwardAndOptimizerScopes) 
   EXPECT_EQ(count["accumulate_grad"], 6);
   double numel = 0;
   for (const Tensor& p : step.model->parameters()) numel += static_cast<double>(p.numel());
-  const Profiler::Event& update = named(profiler, "adamw_step").at(0);
+  const Profiler::Event update = named(profiler, "adamw_step").at(0);
   EXPECT_EQ(update.flops, 14.0 * numel);  // 13 per element and AdamW's decay, over all of them
   EXPECT_EQ(update.bytes, 7.0 * 4 * numel);
   EXPECT_EQ(depth["forward"], 1);

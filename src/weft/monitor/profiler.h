@@ -2,8 +2,9 @@
 //
 // Every differentiable op opens an OpScope when it starts (its name and inputs; its FLOPs and
 // bytes moved once its outputs exist); the autograd engine opens a backward scope around every
-// node's backward; optimizers open one per parameter update; the trainer opens PhaseScopes
-// (step, forward, backward, optimizer), and module forward hooks call begin_module / end_module.
+// node's backward; an optimizer opens one per step (all its parameters, one fused pass); the
+// trainer opens PhaseScopes (step, forward, backward, optimizer), and module forward hooks call
+// begin_module / end_module.
 // Each scope reports to the process's one Observer, if one is attached. With none attached a
 // scope costs one atomic load and a branch: no clock read, no allocation, no string; an op
 // computes its FLOPs and bytes only under `if (scope.active())`.

@@ -40,10 +40,10 @@ std::vector<Chunk> chunks_of(const std::vector<Tensor>& grads) {
 #ifdef __AVX512F__
 // Adds x[0..32) into the four accumulators, lane j % 32 of the chunk in acc[j / 8] lane j % 8.
 inline void add_squares(const float* x, __m512d acc[4]) {
-  const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
-  const __m512d parts[4] = {_mm512_cvtps_pd(_mm512_castps512_ps256(lo)), _mm512_cvtps_pd(_mm512_extractf32x8_ps(lo, 1)),
-                            _mm512_cvtps_pd(_mm512_castps512_ps256(hi)), _mm512_cvtps_pd(_mm512_extractf32x8_ps(hi, 1))};
-  for (int k = 0; k < 4; ++k) acc[k] = _mm512_fmadd_pd(parts[k], parts[k], acc[k]);
+  for (int k = 0; k < 4; ++k) {
+    const __m512d part = _mm512_cvtps_pd(_mm256_loadu_ps(x + 8 * k));
+    acc[k] = _mm512_fmadd_pd(part, part, acc[k]);
+  }
 }
 inline void add_squares(const double* x, __m512d acc[4]) {
   for (int k = 0; k < 4; ++k) {

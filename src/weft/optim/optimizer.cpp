@@ -93,16 +93,13 @@ void Optimizer::step(double grad_factor) {
   NoGradGuard no_grad;
   const size_t buffers = buffer_names().size();
   std::vector<Segment> segments;
-  std::vector<Tensor> grads;  // keeps contiguous copies of strided grads alive for the pass
+  std::vector<Tensor> grads;  // contiguous (a strided grad's copy, kept alive for the pass)
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
-    if (!p.grad().defined()) continue;
-    Tensor g = p.grad().contiguous_untracked();
-    WEFT_CHECK(g.dtype() == p.dtype() && g.shape() == p.shape(), ValueError, name_, ": parameter ", i, " (",
-               dtype_name(p.dtype()), " ", shape_str(p.shape()), ") has a grad of ", dtype_name(g.dtype()), " ",
-               shape_str(g.shape()), "; a grad must match its parameter");
+    if (!p.grad().defined()) continue;  // set_grad saw to it that a grad matches its parameter
     if (buffers > 0) ensure_flat_state();
-    Segment s{p.data_ptr(), g.data_ptr(), {}, p.numel(), ++steps_[i], p.dtype()};
+    grads.push_back(p.grad().contiguous_untracked());
+    Segment s{p.data_ptr(), grads.back().data_ptr(), {}, p.numel(), ++steps_[i], p.dtype()};
     if (!copies_.empty()) {
       s.copy = copies_[i].data_ptr();
       s.copy_dtype = copies_[i].dtype();
@@ -113,7 +110,6 @@ void Optimizer::step(double grad_factor) {
       s.buffers.push_back(b.data_ptr());
     }
     segments.push_back(std::move(s));
-    grads.push_back(std::move(g));
   }
   if (!segments.empty()) update(segments, grad_factor);
 }
