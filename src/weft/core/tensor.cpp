@@ -37,7 +37,8 @@ static Storage allocate_for(const Shape& shape, DType dtype, Device device) {
   if (empty) nbytes = 0;
   WEFT_CHECK(!overflow || empty, OutOfMemoryError, "out of memory: a tensor ", shape_str(shape), " ",
              dtype_name(dtype), " would take more than 2^64 bytes");
-  return Storage::allocate(nbytes, device, str("tensor ", shape_str(shape), " ", dtype_name(dtype)));
+  return Storage::allocate(nbytes, device,
+                           [&shape, dtype] { return str("tensor ", shape_str(shape), " ", dtype_name(dtype)); });
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
