@@ -90,9 +90,8 @@ TEST(MatmulKernel, BatchedWithBroadcasting) {
                            randn({6, 3}, 57).unsqueeze(0).expand({2, 6, 3}));
 }
 
-// One to four rows against a weight [N, K] seen transposed (a Linear layer at batch 1): dot
-// products of contiguous rows rather than oneDNN. Sizes cross the 4-row weight blocks and the
-// vector width; the large ones run across threads.
+// One to four rows against a weight [N, K] seen transposed, as a Linear layer at a small batch
+// multiplies: sizes around the vector width and oneDNN's blocks, strided operands and bias.
 TEST(MatmulKernel, SmallBatchesAgainstATransposedWeight) {
   uint64_t seed = 100;
   for (int64_t M : {1, 2, 3, 4})

@@ -152,12 +152,14 @@ static void convert_transposed(D* dst, const S* src, const StridedLayout<2>& lay
   constexpr int64_t tile = 32;
   const int64_t rows = layout.shape[0], cols = layout.shape[1];
   const int64_t dst_row = layout.strides[0][0], src_col = layout.strides[1][1];
-#pragma omp parallel for collapse(2) if (rows * cols >= kParallelGrain)
-  for (int64_t i0 = 0; i0 < rows; i0 += tile)
-    for (int64_t j0 = 0; j0 < cols; j0 += tile)
+  const int64_t tiles_across = (cols + tile - 1) / tile;
+  parallel_for((rows + tile - 1) / tile * tiles_across, rows * cols >= kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t i0 = t / tiles_across * tile, j0 = t % tiles_across * tile;
       for (int64_t i = i0; i < std::min(i0 + tile, rows); ++i)
-        for (int64_t j = j0; j < std::min(j0 + tile, cols); ++j)
-          dst[i * dst_row + j] = convert<D>(src[i + j * src_col]);
+        for (int64_t j = j0; j < std::min(j0 + tile, cols); ++j) dst[i * dst_row + j] = convert<D>(src[i + j * src_col]);
+    }
+  });
 }
 
 // The layout as matrices whose last two dims are transposed between dst (operand 0, rows

@@ -191,17 +191,10 @@ void copy_all(char* dst, const char* src, const TransposedMatrices& m) {
     copy_tile<kBytes>(d, s, i0, std::min(i0 + kTileRows, m.rows), j0, std::min(j0 + tile_cols, m.cols),
                       m.dst_row_stride, m.src_row_stride, stream && reinterpret_cast<uintptr_t>(d) % 64 == 0);
   };
-  if (elements < kParallelGrain || get_num_threads() == 1) {
-    for (int64_t task = 0; task < matrices * tiles; ++task) one_tile(task);
+  parallel_for(matrices * tiles, elements >= kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) one_tile(task);
     fence_streams();
-    return;
-  }
-#pragma omp parallel
-  {
-#pragma omp for schedule(static)
-    for (int64_t task = 0; task < matrices * tiles; ++task) one_tile(task);
-    fence_streams();
-  }
+  });
 }
 
 void check(size_t element_bytes, const TransposedMatrices& m) {

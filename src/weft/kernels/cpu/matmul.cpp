@@ -191,76 +191,6 @@ void onednn_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const T
   onednn::stream().wait();
 }
 
-// dst = a @ b + bias for a few rows of a against b [K, N] whose columns are contiguous (a Linear
-// weight [N, K] seen transposed): each output is the dot product of two contiguous rows, so the
-// weight is read once, straight through, which is all a batch of one can ask. oneDNN 2.6's GEMM
-// repacks such a b into its blocked layout on every call, which at one row costs three times the
-// product itself (784x512: 21 us against 7 us on 2 threads); by 8 rows the repacking has paid
-// for itself. Weight rows go in blocks of 4 (four sums vectorised along K, the block staying in
-// L1 while each row of a passes over it), across threads once the product pays for a parallel
-// region (half a microsecond on 2 threads).
-constexpr int64_t kDotMaxRows = 4, kDotBlock = 4, kDotParallelMacs = int64_t{1} << 17;
-
-bool dot_rows_fits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == DType::f32 && a.dim() == 2 && b.dim() == 2 && a.shape()[0] <= kDotMaxRows &&
-         a.strides()[1] == 1 && b.strides()[0] == 1;
-}
-
-void dot_rows(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& dst) {
-  const int64_t M = a.shape()[0], K = a.shape()[1], N = b.shape()[1];
-  const int64_t lda = a.strides()[0], ldw = b.strides()[1], ldc = dst.strides()[0];
-  const float* pa = a.data<float>();
-  const float* pw = b.data<float>();
-  const float* pbias = bias.defined() ? bias.data<float>() : nullptr;
-  const int64_t bias_stride = bias.defined() ? bias.strides().back() : 0;
-  float* pc = dst.data<float>();
-  auto store = [&](float* c, int64_t n, float sum) { c[n] = pbias ? sum + pbias[n * bias_stride] : sum; };
-  auto block_of_rows = [&](int64_t block) {
-    const int64_t n0 = block * kDotBlock;
-    const float* w0 = pw + n0 * ldw;
-    for (int64_t m = 0; m < M; ++m) {
-      const float* x = pa + m * lda;
-      float* c = pc + m * ldc;
-      if (n0 + kDotBlock <= N) {
-        const float *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-        for (int64_t k = 0; k < K; ++k) {
-          s0 += w0[k] * x[k];
-          s1 += w1[k] * x[k];
-          s2 += w2[k] * x[k];
-          s3 += w3[k] * x[k];
-        }
-        store(c, n0, s0);
-        store(c, n0 + 1, s1);
-        store(c, n0 + 2, s2);
-        store(c, n0 + 3, s3);
-        continue;
-      }
-      for (int64_t n = n0; n < N; ++n) {
-        const float* w = pw + n * ldw;
-        float s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t k = 0; k < K; ++k) s += w[k] * x[k];
-        store(c, n, s);
-      }
-    }
-  };
-  const int64_t blocks = (N + kDotBlock - 1) / kDotBlock;
-  if (M * N * K < kDotParallelMacs || get_num_threads() == 1) {  // even an if(false) region costs 0.3 us
-    for (int64_t block = 0; block < blocks; ++block) block_of_rows(block);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t block = 0; block < blocks; ++block) block_of_rows(block);
-}
-
-// dst = a @ b + bias, all padded to one rank, by the kernel that suits the shape.
-void run_product(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& dst) {
-  if (dot_rows_fits(a, b)) return dot_rows(a, b, bias, dst);
-  onednn_matmul(a, b, bias.defined() ? padded(bias, a.dim()) : bias, dst);
-}
-
 // out = a @ b + bias in f64 for each batch: rows split across threads; within a row block, B is
 // walked in [kKc x kNc] tiles that stay in L2 while every row of the block streams over them,
 // and the innermost loop runs along a contiguous row of B and C, which the compiler vectorises.
@@ -290,31 +220,32 @@ void matmul_f64(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Tens
   const int64_t sam = a.strides()[rank - 2], sak = a.strides()[rank - 1], sbk = b.strides()[rank - 2];
   const int64_t M = p.M, K = p.K, N = p.N;
   const int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for schedule(static) if (nbatch * M * N * K >= kParallelGrain)
-  for (int64_t task = 0; task < nbatch * row_blocks; ++task) {
-    const int64_t batch = task / row_blocks;
-    const int64_t i0 = (task % row_blocks) * kRowBlock, i1 = std::min(M, i0 + kRowBlock);
-    const double* A = pa + a_off[batch];
-    const double* B = pb + b_off[batch];
-    double* C = pc + batch * M * N;
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * N + j] = pbias ? pbias[j * bias_stride] : 0.0;
-    for (int64_t j0 = 0; j0 < N; j0 += kNc) {
-      const int64_t j1 = std::min(N, j0 + kNc);
-      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-        const int64_t k1 = std::min(K, k0 + kKc);
-        for (int64_t i = i0; i < i1; ++i) {
-          double* c = C + i * N;
-          for (int64_t k = k0; k < k1; ++k) {
-            const double aik = A[i * sam + k * sak];
-            const double* brow = B + k * sbk;
+  parallel_for(nbatch * row_blocks, nbatch * M * N * K >= kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t batch = task / row_blocks;
+      const int64_t i0 = (task % row_blocks) * kRowBlock, i1 = std::min(M, i0 + kRowBlock);
+      const double* A = pa + a_off[batch];
+      const double* B = pb + b_off[batch];
+      double* C = pc + batch * M * N;
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * N + j] = pbias ? pbias[j * bias_stride] : 0.0;
+      for (int64_t j0 = 0; j0 < N; j0 += kNc) {
+        const int64_t j1 = std::min(N, j0 + kNc);
+        for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+          const int64_t k1 = std::min(K, k0 + kKc);
+          for (int64_t i = i0; i < i1; ++i) {
+            double* c = C + i * N;
+            for (int64_t k = k0; k < k1; ++k) {
+              const double aik = A[i * sam + k * sak];
+              const double* brow = B + k * sbk;
 #pragma omp simd
-            for (int64_t j = j0; j < j1; ++j) c[j] += aik * brow[j];
+              for (int64_t j = j0; j < j1; ++j) c[j] += aik * brow[j];
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -333,26 +264,25 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, std::o
     Tensor r = matmul(widen(a_in), widen(b_in), widen(bias), DType::f32);
     return p.out == DType::f32 ? r : out.copy_(r);
   }
-  if (a_in.dim() == 2 && b_in.dim() == 2 && dot_rows_fits(a_in, b_in)) {  // a batch of one: no views to build
-    dot_rows(a_in, b_in, bias, out);
-    return out;
-  }
   const int64_t rank = out.dim();
   Tensor a = padded(a_in, rank), b = padded(b_in, rank);
   if (p.in == DType::f64) {
     matmul_f64(a, b, bias, out, p);
     return out;
   }
+  // oneDNN 2.6 reads the bias as dense whatever its stride (a bias sliced with a step came out
+  // wrong): a strided one is copied, N elements.
+  const Tensor dense_bias = bias.defined() && bias.strides()[0] != 1 ? bias.contiguous_untracked() : bias;
   Tensor a2 = collapse_repeats(a, b), b2 = collapse_repeats(b, a);
   if (rank > 2 && all_ones(b2.shape(), rank - 2)) {
     if (std::optional<Tensor> rows = try_fold_rows(a2)) {
       Tensor b_matrix = b2.as_strided({p.K, p.N}, {b2.strides()[rank - 2], b2.strides()[rank - 1]}, b2.storage_offset());
       Tensor dst = out.as_strided({rows->shape()[0], p.N}, {p.N, 1}, 0);
-      run_product(*rows, b_matrix, bias, dst);
+      onednn_matmul(*rows, b_matrix, dense_bias.defined() ? padded(dense_bias, 2) : dense_bias, dst);
       return out;
     }
   }
-  run_product(a2, b2, bias, out);
+  onednn_matmul(a2, b2, dense_bias.defined() ? padded(dense_bias, rank) : dense_bias, out);
   return out;
 }
 
