@@ -256,7 +256,7 @@ TEST(CachingAllocatorTest, RequestOverLimitThrowsExplainingOutOfMemoryError) {
   a.set_memory_limit(8 * MiB);
   void* kept = a.allocate(4 * MiB);
   const std::string message = message_of<weft::OutOfMemoryError>(
-      [&] { a.allocate(6 * MiB, "matmul output [4096, 4096] f32"); });
+      [&] { a.allocate(6 * MiB, [] { return std::string("matmul output [4096, 4096] f32"); }); });
   for (const char* part : {"tried to allocate 6.00 MiB", "for matmul output [4096, 4096] f32", "limit 8.00 MiB",
                            "4.00 MiB allocated", "4.00 MiB reserved", "largest free block", "fragmentation"}) {
     EXPECT_NE(message.find(part), std::string::npos) << "missing \"" << part << "\" in: " << message;
@@ -293,7 +293,9 @@ TEST(CachingAllocatorTest, LimitReleasesCacheBeforeFailing) {
 TEST(CachingAllocatorTest, AbsurdRequestThrowsOutOfMemoryError) {
   CachingAllocator a;
   const std::string message =
-      message_of<weft::OutOfMemoryError>([&] { a.allocate(std::numeric_limits<size_t>::max(), "absurd"); });
+      message_of<weft::OutOfMemoryError>([&] {
+        a.allocate(std::numeric_limits<size_t>::max(), [] { return std::string("absurd"); });
+      });
   EXPECT_NE(message.find("for absurd"), std::string::npos) << message;
   EXPECT_EQ(a.stats().num_ooms, 1);
   EXPECT_EQ(a.stats().reserved_bytes, 0);
@@ -305,7 +307,8 @@ TEST(CachingAllocatorTest, SystemRefusalThrowsOutOfMemoryError) {
 #else
   CachingAllocator a;
   a.deallocate(a.allocate(64));  // a cached segment, released before giving up
-  const std::string message = message_of<weft::OutOfMemoryError>([&] { a.allocate(size_t{1} << 60, "huge"); });
+  const std::string message =
+      message_of<weft::OutOfMemoryError>([&] { a.allocate(size_t{1} << 60, [] { return std::string("huge"); }); });
   EXPECT_NE(message.find("the system could not supply a 1048576.00 TiB segment"), std::string::npos) << message;
   EXPECT_EQ(a.stats().num_ooms, 1);
   EXPECT_EQ(a.stats().reserved_bytes, 0);
@@ -358,10 +361,10 @@ TEST(CachingAllocatorTest, DeallocatingForeignOrFreedPointerThrowsValueError) {
 TEST(CachingAllocatorTest, TraceRecordsEventsInOrderAsJson) {
   CachingAllocator a;
   a.enable_trace(true);
-  void* p = a.allocate(1000, "x");
+  void* p = a.allocate(1000, [] { return std::string("x"); });
   a.deallocate(p);
   a.set_memory_limit(4 * MiB);
-  EXPECT_THROW(a.allocate(8 * MiB, "big"), weft::OutOfMemoryError);
+  EXPECT_THROW(a.allocate(8 * MiB, [] { return std::string("big"); }), weft::OutOfMemoryError);
 
   const nlohmann::json events = nlohmann::json::parse(a.trace_json());
   ASSERT_TRUE(events.is_array());

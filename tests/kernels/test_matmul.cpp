@@ -90,6 +90,24 @@ TEST(MatmulKernel, BatchedWithBroadcasting) {
                            randn({6, 3}, 57).unsqueeze(0).expand({2, 6, 3}));
 }
 
+// One to four rows against a weight [N, K] seen transposed, as a Linear layer at a small batch
+// multiplies: sizes around the vector width and oneDNN's blocks, strided operands and bias.
+TEST(MatmulKernel, SmallBatchesAgainstATransposedWeight) {
+  uint64_t seed = 100;
+  for (int64_t M : {1, 2, 3, 4})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {17, 10}, {64, 4}, {300, 303}, {784, 512}}) {
+      Tensor w = randn({N, K}, seed++), x = randn({M, K}, seed++), bias = randn({N}, seed++);
+      expect_matches_reference(x, w.t());
+      expect_matches_reference(x, w.t(), bias);
+    }
+  // Rows of a apart (a column slice), rows of the weight apart, a strided bias, a 3-d batch of one.
+  Tensor w = randn({40, 30}, 200);
+  expect_matches_reference(randn({2, 50}, 201).narrow(1, 7, 20), w.narrow(1, 2, 20).t(),
+                           randn({80}, 202).slice(0, 0, 80, 2));
+  expect_matches_reference(randn({3, 40}, 203).narrow(1, 4, 30), w.t());
+  expect_matches_reference(randn({1, 1, 30}, 204), w.t(), randn({40}, 205));
+}
+
 TEST(MatmulKernel, EmptyDims) {
   EXPECT_EQ(cpu::matmul(randn({0, 4}, 60), randn({4, 3}, 61)).shape(), (Shape{0, 3}));
   EXPECT_EQ(cpu::matmul(randn({2, 0, 4}, 62), randn({4, 3}, 63)).shape(), (Shape{2, 0, 3}));

@@ -145,7 +145,7 @@ struct CachingAllocator::Impl {
     for (const auto& entry : live_blocks) release_if_segment_head(entry.second);
   }
 
-  void* allocate(size_t nbytes, std::string_view what) {
+  void* allocate(size_t nbytes, const RequestText& what) {
     if (nbytes > kMaxRequest) throw_oom(nbytes, what, OomCause::kTooLarge, 0);
     const size_t size = round_up(std::max(nbytes, size_t{1}), kMinBlockSize);
     FreeSet& pool = size <= kSmallRequestMax ? small_free : large_free;
@@ -189,7 +189,7 @@ struct CachingAllocator::Impl {
     return block;
   }
 
-  Block* reserve_segment(FreeSet& pool, size_t size, size_t nbytes, std::string_view what) {
+  Block* reserve_segment(FreeSet& pool, size_t size, size_t nbytes, const RequestText& what) {
     const size_t segment_size =
         &pool == &small_free ? kSmallSegmentSize : round_up(size, kLargeSegmentRounding);
     if (!within_limit(segment_size)) {
@@ -306,9 +306,10 @@ struct CachingAllocator::Impl {
     }
   }
 
-  [[noreturn]] void throw_oom(size_t nbytes, std::string_view what, OomCause cause, size_t segment_size) {
+  [[noreturn]] void throw_oom(size_t nbytes, const RequestText& what, OomCause cause, size_t segment_size) {
     ++num_ooms;
     record("oom", nullptr, nbytes, what);
+    const std::string request = what ? what() : std::string();
     const MemoryStats now = snapshot();
     const std::string limit_text = limit ? format_bytes(limit) : "none";
     std::string reason, remedy;
@@ -330,7 +331,7 @@ struct CachingAllocator::Impl {
     // The cache is already released at this point, so advising empty_cache() would not help.
     throw OutOfMemoryError(
         str("out of memory: tried to allocate ", format_size(static_cast<double>(nbytes)),
-            what.empty() ? "" : " for ", what, "; ", reason, ", ", format_bytes(now.allocated_bytes),
+            request.empty() ? "" : " for ", request, "; ", reason, ", ", format_bytes(now.allocated_bytes),
             " allocated, ", format_bytes(now.reserved_bytes), " reserved, ",
             format_bytes(now.reserved_bytes - now.allocated_bytes), " free in cache (largest free block ",
             format_bytes(now.largest_free_block), ", fragmentation ", format_percent(now.fragmentation),
@@ -338,13 +339,13 @@ struct CachingAllocator::Impl {
         static_cast<int64_t>(nbytes));
   }
 
-  void record(const char* action, const void* addr, size_t size, std::string_view what) {
+  void record(const char* action, const void* addr, size_t size, const RequestText& what) {
     if (!tracing) return;
     // Drops the oldest events: those leading up to a failure are the ones worth keeping, and the
     // gap in `seq` shows that some were dropped.
     if (trace.size() == kMaxTraceEvents) trace.pop_front();
     trace.push_back({action, reinterpret_cast<uintptr_t>(addr), static_cast<int64_t>(size),
-                     std::string(what), allocated.current, reserved.current, next_seq++});
+                     what ? what() : std::string(), allocated.current, reserved.current, next_seq++});
   }
 
   MemoryStats snapshot() const {
@@ -417,7 +418,7 @@ class CallTimer {
 void CachingAllocator::time_calls(bool on) { timing_calls.store(on, std::memory_order_relaxed); }
 int64_t CachingAllocator::thread_call_ns() { return call_ns; }
 
-void* CachingAllocator::allocate(size_t nbytes, std::string_view what) {
+void* CachingAllocator::allocate(size_t nbytes, const RequestText& what) {
   CallTimer timer;
   std::lock_guard lock(impl_->mutex);
   return impl_->allocate(nbytes, what);

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,8 +49,11 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  // `what` describes the request for the OOM message and the trace (e.g. "matmul output [128, 10] f32").
-  void* allocate(size_t nbytes, std::string_view what = {});
+  // `what` describes the request for the OOM message and the trace (e.g. "tensor [128, 10] f32").
+  // It is called only when one of those needs the text: formatting it costs more than serving a
+  // cached block, and most requests need neither.
+  using RequestText = std::function<std::string()>;
+  void* allocate(size_t nbytes, const RequestText& what = {});
   void deallocate(void* ptr);
 
   // While on (process-wide), every allocate() and deallocate() of any CachingAllocator adds its

@@ -5,7 +5,7 @@
 
 namespace weft {
 
-Storage Storage::allocate(size_t nbytes, Device device, std::string_view what) {
+Storage Storage::allocate(size_t nbytes, Device device, const CachingAllocator::RequestText& what) {
   WEFT_CHECK(device.is_cpu(), DeviceError, "cannot allocate on ", device.name(),
              ": this build of weft has no CUDA support");
   Storage s;

@@ -5,8 +5,8 @@
 #pragma once
 #include <cstddef>
 #include <memory>
-#include <string_view>
 
+#include "weft/core/allocator.h"
 #include "weft/core/device.h"
 
 namespace weft {
@@ -14,8 +14,8 @@ namespace weft {
 class Storage {
  public:
   Storage() = default;
-  // Fresh bytes from the device's caching allocator.
-  static Storage allocate(size_t nbytes, Device device = Device::cpu(), std::string_view what = {});
+  // Fresh bytes from the device's caching allocator; `what` as in CachingAllocator::allocate.
+  static Storage allocate(size_t nbytes, Device device = Device::cpu(), const CachingAllocator::RequestText& what = {});
   // Bytes owned elsewhere; `owner` keeps them alive as long as any tensor uses them.
   static Storage borrow(void* data, size_t nbytes, std::shared_ptr<void> owner,
                         Device device = Device::cpu());

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
+#include <type_traits>
 
 #include "weft/core/convert.h"
 #include "weft/core/random.h"
 #include "weft/core/strided.h"
+#include "weft/core/transpose.h"
 
 namespace weft {
 
@@ -37,7 +40,8 @@ static Storage allocate_for(const Shape& shape, DType dtype, Device device) {
   if (empty) nbytes = 0;
   WEFT_CHECK(!overflow || empty, OutOfMemoryError, "out of memory: a tensor ", shape_str(shape), " ",
              dtype_name(dtype), " would take more than 2^64 bytes");
-  return Storage::allocate(nbytes, device, str("tensor ", shape_str(shape), " ", dtype_name(dtype)));
+  return Storage::allocate(nbytes, device,
+                           [&shape, dtype] { return str("tensor ", shape_str(shape), " ", dtype_name(dtype)); });
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -141,19 +145,44 @@ static Shape broadcast_strides(const Tensor& src, const Shape& shape) {
   return strides;
 }
 
-// dst[i][j] = src[j][i] in cache-sized tiles: a plain row loop would touch one cache line of
-// src per element, which makes contiguous() of a transposed matrix ~10x slower than memcpy.
+// dst[i][j] = convert(src[j][i]) in cache-sized tiles, for a transpose that also converts: a plain
+// row loop would touch one cache line of src per element.
 template <typename D, typename S>
-static void copy_transposed(D* dst, const S* src, const StridedLayout<2>& layout) {
+static void convert_transposed(D* dst, const S* src, const StridedLayout<2>& layout) {
   constexpr int64_t tile = 32;
   const int64_t rows = layout.shape[0], cols = layout.shape[1];
   const int64_t dst_row = layout.strides[0][0], src_col = layout.strides[1][1];
-#pragma omp parallel for collapse(2) if (rows * cols >= kParallelGrain)
-  for (int64_t i0 = 0; i0 < rows; i0 += tile)
-    for (int64_t j0 = 0; j0 < cols; j0 += tile)
+  const int64_t tiles_across = (cols + tile - 1) / tile;
+  parallel_for((rows + tile - 1) / tile * tiles_across, rows * cols >= kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t i0 = t / tiles_across * tile, j0 = t % tiles_across * tile;
       for (int64_t i = i0; i < std::min(i0 + tile, rows); ++i)
-        for (int64_t j = j0; j < std::min(j0 + tile, cols); ++j)
-          dst[i * dst_row + j] = convert<D>(src[i + j * src_col]);
+        for (int64_t j = j0; j < std::min(j0 + tile, cols); ++j) dst[i * dst_row + j] = convert<D>(src[i + j * src_col]);
+    }
+  });
+}
+
+// The layout as matrices whose last two dims are transposed between dst (operand 0, rows
+// contiguous) and src (operand 1, columns contiguous), when it is one; the dims before them
+// enumerate the matrices.
+static std::optional<TransposedMatrices> as_transposed_matrices(const StridedLayout<2>& layout) {
+  const size_t n = layout.shape.size();
+  if (n < 2) return std::nullopt;
+  const Shape &dst = layout.strides[0], &src = layout.strides[1];
+  if (dst[n - 1] != 1 || src[n - 2] != 1 || src[n - 1] == 1) return std::nullopt;
+  TransposedMatrices m{.rows = layout.shape[n - 2], .cols = layout.shape[n - 1], .dst_row_stride = dst[n - 2],
+                       .src_row_stride = src[n - 1], .dst_offsets = {0}, .src_offsets = {0}};
+  for (size_t d = n - 2; d-- > 0;) {  // outer dims, innermost first: offsets in row-major order
+    std::vector<int64_t> dst_offsets, src_offsets;
+    for (int64_t k = 0; k < layout.shape[d]; ++k)
+      for (size_t b = 0; b < m.dst_offsets.size(); ++b) {
+        dst_offsets.push_back(k * dst[d] + m.dst_offsets[b]);
+        src_offsets.push_back(k * src[d] + m.src_offsets[b]);
+      }
+    m.dst_offsets = std::move(dst_offsets);
+    m.src_offsets = std::move(src_offsets);
+  }
+  return m;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
@@ -169,9 +198,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
       D* dst = static_cast<D*>(data_ptr());
       const S* in = static_cast<const S*>(src.data_ptr());
       StridedLayout<2> layout = coalesce<2>(shape(), strides);
+      if constexpr (std::is_same_v<D, S>) {
+        if (std::optional<TransposedMatrices> m = as_transposed_matrices(layout)) {
+          copy_transposed(dst, in, sizeof(D), *m);
+          return;
+        }
+      }
       if (layout.shape.size() == 2 && layout.strides[0][1] == 1 && layout.strides[1][0] == 1 &&
           layout.strides[1][1] != 1) {
-        copy_transposed(dst, in, layout);
+        convert_transposed(dst, in, layout);
         return;
       }
       for_each_row<2>(shape(), strides, [&](auto off, int64_t n, auto inner) {

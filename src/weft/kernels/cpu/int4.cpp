@@ -89,23 +89,24 @@ Tensor dequantize_int4(const Tensor& packed, const Tensor& scales, int64_t in_fe
   const float* scale = sc.data<float>();
   Tensor w = Tensor::empty({N, K}, DType::f32);
   float* dst = w.data<float>();
-#pragma omp parallel for schedule(static) if (N * K >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
-    const uint8_t* row = src + n * bytes;
-    float* out = dst + n * K;
-    // Both nibbles of each byte first (((v & 15) ^ 8) - 8 sign-extends 4 bits), then the scales:
-    // two loops the compiler vectorises, where one with k / 2 indexing and a branch it does not.
-    for (int64_t j = 0; j < K / 2; ++j) {
-      out[2 * j] = static_cast<float>(((row[j] & 0xF) ^ 8) - 8);
-      out[2 * j + 1] = static_cast<float>(((row[j] >> 4) ^ 8) - 8);
+  parallel_for(N, N * K >= kParallelGrain, [&](int64_t n_begin, int64_t n_end) {
+    for (int64_t n = n_begin; n < n_end; ++n) {
+      const uint8_t* row = src + n * bytes;
+      float* out = dst + n * K;
+      // Both nibbles of each byte first (((v & 15) ^ 8) - 8 sign-extends 4 bits), then the scales:
+      // two loops the compiler vectorises, where one with k / 2 indexing and a branch it does not.
+      for (int64_t j = 0; j < K / 2; ++j) {
+        out[2 * j] = static_cast<float>(((row[j] & 0xF) ^ 8) - 8);
+        out[2 * j + 1] = static_cast<float>(((row[j] >> 4) ^ 8) - 8);
+      }
+      if (K % 2) out[K - 1] = static_cast<float>(((row[K / 2] & 0xF) ^ 8) - 8);
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = scale[n * groups + g];
+        const int64_t k1 = std::min(K, (g + 1) * group_size);
+        for (int64_t k = g * group_size; k < k1; ++k) out[k] *= s;
+      }
     }
-    if (K % 2) out[K - 1] = static_cast<float>(((row[K / 2] & 0xF) ^ 8) - 8);
-    for (int64_t g = 0; g < groups; ++g) {
-      const float s = scale[n * groups + g];
-      const int64_t k1 = std::min(K, (g + 1) * group_size);
-      for (int64_t k = g * group_size; k < k1; ++k) out[k] *= s;
-    }
-  }
+  });
   return w;
 }
 

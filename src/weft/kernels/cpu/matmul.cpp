@@ -220,31 +220,32 @@ void matmul_f64(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, Tens
   const int64_t sam = a.strides()[rank - 2], sak = a.strides()[rank - 1], sbk = b.strides()[rank - 2];
   const int64_t M = p.M, K = p.K, N = p.N;
   const int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for schedule(static) if (nbatch * M * N * K >= kParallelGrain)
-  for (int64_t task = 0; task < nbatch * row_blocks; ++task) {
-    const int64_t batch = task / row_blocks;
-    const int64_t i0 = (task % row_blocks) * kRowBlock, i1 = std::min(M, i0 + kRowBlock);
-    const double* A = pa + a_off[batch];
-    const double* B = pb + b_off[batch];
-    double* C = pc + batch * M * N;
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * N + j] = pbias ? pbias[j * bias_stride] : 0.0;
-    for (int64_t j0 = 0; j0 < N; j0 += kNc) {
-      const int64_t j1 = std::min(N, j0 + kNc);
-      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-        const int64_t k1 = std::min(K, k0 + kKc);
-        for (int64_t i = i0; i < i1; ++i) {
-          double* c = C + i * N;
-          for (int64_t k = k0; k < k1; ++k) {
-            const double aik = A[i * sam + k * sak];
-            const double* brow = B + k * sbk;
+  parallel_for(nbatch * row_blocks, nbatch * M * N * K >= kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t batch = task / row_blocks;
+      const int64_t i0 = (task % row_blocks) * kRowBlock, i1 = std::min(M, i0 + kRowBlock);
+      const double* A = pa + a_off[batch];
+      const double* B = pb + b_off[batch];
+      double* C = pc + batch * M * N;
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * N + j] = pbias ? pbias[j * bias_stride] : 0.0;
+      for (int64_t j0 = 0; j0 < N; j0 += kNc) {
+        const int64_t j1 = std::min(N, j0 + kNc);
+        for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+          const int64_t k1 = std::min(K, k0 + kKc);
+          for (int64_t i = i0; i < i1; ++i) {
+            double* c = C + i * N;
+            for (int64_t k = k0; k < k1; ++k) {
+              const double aik = A[i * sam + k * sak];
+              const double* brow = B + k * sbk;
 #pragma omp simd
-            for (int64_t j = j0; j < j1; ++j) c[j] += aik * brow[j];
+              for (int64_t j = j0; j < j1; ++j) c[j] += aik * brow[j];
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -269,16 +270,19 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, std::o
     matmul_f64(a, b, bias, out, p);
     return out;
   }
+  // oneDNN 2.6 reads the bias as dense whatever its stride (a bias sliced with a step came out
+  // wrong): a strided one is copied, N elements.
+  const Tensor dense_bias = bias.defined() && bias.strides()[0] != 1 ? bias.contiguous_untracked() : bias;
   Tensor a2 = collapse_repeats(a, b), b2 = collapse_repeats(b, a);
   if (rank > 2 && all_ones(b2.shape(), rank - 2)) {
     if (std::optional<Tensor> rows = try_fold_rows(a2)) {
       Tensor b_matrix = b2.as_strided({p.K, p.N}, {b2.strides()[rank - 2], b2.strides()[rank - 1]}, b2.storage_offset());
       Tensor dst = out.as_strided({rows->shape()[0], p.N}, {p.N, 1}, 0);
-      onednn_matmul(*rows, b_matrix, bias.defined() ? padded(bias, 2) : bias, dst);
+      onednn_matmul(*rows, b_matrix, dense_bias.defined() ? padded(dense_bias, 2) : dense_bias, dst);
       return out;
     }
   }
-  onednn_matmul(a2, b2, bias.defined() ? padded(bias, rank) : bias, out);
+  onednn_matmul(a2, b2, dense_bias.defined() ? padded(dense_bias, rank) : dense_bias, out);
   return out;
 }
 
