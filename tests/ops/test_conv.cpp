@@ -2,6 +2,9 @@
 
 #include "gradcheck.h"
 #include "weft/kernels/cpu/conv.h"
+#include "weft/kernels/cpu/layout.h"
+#include "weft/ops/activation.h"
+#include "weft/ops/pool.h"
 #include "weft/ops/conv.h"
 
 namespace weft {
@@ -55,28 +58,37 @@ std::string describe(const Case& c) {
              c.p.groups, c.bias ? " bias" : "");
 }
 
+Tensor channels_last(const Tensor& t) { return cpu::empty_channels_last(t.shape(), t.dtype()).copy_(t); }
+
 // Forward, grad input and grad weight (+ bias) of the oneDNN path against the f64 reference loops
-// run on the same (dtype-rounded) values.
+// run on the same (dtype-rounded) values, with x and grad_out plain NCHW and then channels-last.
+// Whatever the inputs' layout, the activations it returns (out, grad input) are channels-last.
 void expect_onednn_matches_reference(DType dtype, double atol, double rtol) {
   uint64_t seed = 10;
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(describe(c));
-    Tensor x = cast(randn(c.x, seed++), dtype), w = cast(randn(c.w, seed++), dtype);
-    Tensor b = c.bias ? cast(randn({c.w[0]}, seed++), dtype) : Tensor();
-    Tensor out = cpu::conv2d(x, w, b, c.p);
-    EXPECT_EQ(out.dtype(), dtype);
-    Tensor x64 = cast(x, DType::f64), w64 = cast(w, DType::f64), b64 = cast(b, DType::f64);
-    expect_close(out, cpu::reference::conv2d(x64, w64, b64, c.p), atol, rtol, "forward");
+  for (bool cl : {false, true})
+    for (const Case& c : cases()) {
+      SCOPED_TRACE(describe(c) + (cl ? " channels-last" : " nchw"));
+      Tensor x = cast(randn(c.x, seed++), dtype), w = cast(randn(c.w, seed++), dtype);
+      if (cl) x = channels_last(x);
+      Tensor b = c.bias ? cast(randn({c.w[0]}, seed++), dtype) : Tensor();
+      Tensor out = cpu::conv2d(x, w, b, c.p);
+      EXPECT_EQ(out.dtype(), dtype);
+      EXPECT_TRUE(cpu::is_channels_last(out)) << shape_str(out.strides());
+      Tensor x64 = cast(x, DType::f64), w64 = cast(w, DType::f64), b64 = cast(b, DType::f64);
+      expect_close(out, cpu::reference::conv2d(x64, w64, b64, c.p), atol, rtol, "forward");
 
-    Tensor go = cast(randn(out.shape(), seed++), dtype), go64 = cast(go, DType::f64);
-    expect_close(cpu::conv2d_backward_input(go, w, c.x, c.p),
-                 cpu::reference::conv2d_backward_input(go64, w64, c.x, c.p), atol, rtol, "grad input");
-    cpu::Conv2dWeightGrads grads = cpu::conv2d_backward_weight(go, x, c.w, c.bias, c.p);
-    cpu::Conv2dWeightGrads expected = cpu::reference::conv2d_backward_weight(go64, x64, c.w, c.bias, c.p);
-    expect_close(grads.weight, expected.weight, atol, rtol, "grad weight");
-    EXPECT_EQ(grads.bias.defined(), c.bias);
-    if (c.bias) expect_close(grads.bias, expected.bias, atol, rtol, "grad bias");
-  }
+      Tensor go = cast(randn(out.shape(), seed++), dtype), go64 = cast(go, DType::f64);
+      if (cl) go = channels_last(go);
+      Tensor grad_x = cpu::conv2d_backward_input(go, w, c.x, c.p);
+      EXPECT_TRUE(cpu::is_channels_last(grad_x)) << shape_str(grad_x.strides());
+      expect_close(grad_x, cpu::reference::conv2d_backward_input(go64, w64, c.x, c.p), atol, rtol, "grad input");
+      cpu::Conv2dWeightGrads grads = cpu::conv2d_backward_weight(go, x, c.w, c.bias, c.p);
+      cpu::Conv2dWeightGrads expected = cpu::reference::conv2d_backward_weight(go64, x64, c.w, c.bias, c.p);
+      EXPECT_TRUE(grads.weight.is_contiguous());
+      expect_close(grads.weight, expected.weight, atol, rtol, "grad weight");
+      EXPECT_EQ(grads.bias.defined(), c.bias);
+      if (c.bias) expect_close(grads.bias, expected.bias, atol, rtol, "grad bias");
+    }
 }
 
 TEST(Conv2d, OneDnnF32MatchesReference) { expect_onednn_matches_reference(DType::f32, 1e-4, 1e-4); }
@@ -152,6 +164,34 @@ TEST(Conv2dGrad, OnlyRequestedGradients) {
                cpu::reference::conv2d_backward_weight(cast(go, DType::f64), cast(x, DType::f64), w.shape(), true, {})
                    .bias,
                1e-4, 1e-4, "bias-only grad");
+}
+
+// The CNN's first block and the next convolution, in f32 through autograd: the activations stay
+// channels-last from the first convolution on (conv, relu and pool keep the layout), and the loss's
+// gradients match the same chain in f64, which runs the plain-NCHW reference loops.
+TEST(Conv2dGrad, ChannelsLastChainMatchesF64) {
+  auto chain = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+    Tensor h = relu(conv2d(x, w1, b1));
+    Tensor p = max_pool2d(h, {{2, 2}, {0, 0}, {0, 0}});
+    return std::array<Tensor, 3>{h, p, relu(conv2d(p, w2, b2))};
+  };
+  std::vector<Tensor> f32{randn({4, 1, 12, 12}, 30), randn({16, 1, 3, 3}, 31), randn({16}, 32),
+                          randn({32, 16, 3, 3}, 33), randn({32}, 34)};
+  std::vector<Tensor> f64;
+  for (Tensor& t : f32) {
+    f64.push_back(cast(t, DType::f64).requires_grad_());
+    t.requires_grad_();
+  }
+  auto [h, p, y] = chain(f32[0], f32[1], f32[2], f32[3], f32[4]);
+  EXPECT_TRUE(cpu::is_channels_last(h));
+  EXPECT_TRUE(cpu::is_channels_last(p));
+  EXPECT_TRUE(cpu::is_channels_last(y));
+  Tensor go = randn(y.shape(), 35);
+  y.backward(go);
+  std::get<2>(chain(f64[0], f64[1], f64[2], f64[3], f64[4])).backward(cast(go, DType::f64));
+  expect_close(y, std::get<2>(chain(f64[0], f64[1], f64[2], f64[3], f64[4])), 1e-4, 1e-4, "forward");
+  const char* names[] = {"grad x", "grad w1", "grad b1", "grad w2", "grad b2"};
+  for (size_t i = 0; i < f32.size(); ++i) expect_close(f32[i].grad(), f64[i].grad(), 1e-3, 1e-3, names[i]);
 }
 
 template <typename E, typename Fn>

@@ -2,6 +2,7 @@
 
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
+#include "weft/kernels/cpu/layout.h"
 #include "weft/kernels/cpu/pool.h"
 #include "weft/monitor/profiler.h"
 
@@ -28,8 +29,9 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   monitor::OpScope scope("max_pool2d", {x});
   cpu::MaxPool2dResult r = cpu::max_pool2d(x, p, is_grad_enabled() && x.requires_grad());
   if (scope.active()) scope.set_cost(window_flops(r.out, p), monitor::bytes_of({x, r.out}));
-  record("max_pool2d", {x}, {r.out}, [shape = x.shape(), workspace = r.workspace, p](const Grads& g) {
-    return Grads{cpu::max_pool2d_backward(g[0], workspace, shape, p)};
+  record("max_pool2d", {x}, {r.out},
+         [shape = x.shape(), workspace = r.workspace, p, channels_last = cpu::is_channels_last(x)](const Grads& g) {
+           return Grads{cpu::max_pool2d_backward(g[0], workspace, shape, p, channels_last)};
   });
   return r.out;
 }
@@ -39,8 +41,8 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
   monitor::OpScope scope("avg_pool2d", {x});
   Tensor out = cpu::avg_pool2d(x, p);
   if (scope.active()) scope.set_cost(window_flops(out, p), monitor::bytes_of({x, out}));
-  record("avg_pool2d", {x}, {out}, [shape = x.shape(), p](const Grads& g) {
-    return Grads{cpu::avg_pool2d_backward(g[0], shape, p)};
+  record("avg_pool2d", {x}, {out}, [shape = x.shape(), p, channels_last = cpu::is_channels_last(x)](const Grads& g) {
+    return Grads{cpu::avg_pool2d_backward(g[0], shape, p, channels_last)};
   });
   return out;
 }
