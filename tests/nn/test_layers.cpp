@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "module_gradcheck.h"
+#include "weft/autograd/node.h"
 #include "weft/core/random.h"
 #include "weft/nn/layers.h"
 #include "weft/ops/conv.h"
@@ -139,6 +140,33 @@ TEST(Layer, ForwardEqualsTheFunctionalOp) {
   auto second = std::make_shared<Linear>(3, 2);
   Sequential chain(first, std::make_shared<ReLU>(), second);
   EXPECT_TRUE(same_values(chain(x2), (*second)(relu((*first)(x2)))));
+}
+
+// Sequential runs a Conv2d followed by a ReLU as one conv2d_relu, unless a hook on either must
+// see the tensor between them; the values are the same.
+TEST(Layer, SequentialFusesConvAndReluWithoutHooks) {
+  manual_seed(12);
+  auto conv = std::make_shared<Conv2d>(3, 8, 3);
+  auto relu_layer = std::make_shared<ReLU>();
+  Sequential block(conv, relu_layer, std::make_shared<MaxPool2d>(2));
+  Tensor image = Tensor::randn({2, 3, 8, 8});
+  EXPECT_EQ((*conv)(image).grad_fn()->name(), "conv2d");  // alone: not fused
+  Sequential pair(conv, relu_layer);
+  Tensor y = pair(image);
+  EXPECT_EQ(y.grad_fn()->name(), "conv2d_relu");
+  EXPECT_TRUE(same_values(y, relu(conv2d(image, conv->weight, conv->bias))));
+  Tensor seen;
+  RemovableHandle hook = conv->register_forward_hook([&](Module&, const Tensor&, const Tensor& out) -> std::optional<Tensor> {
+    seen = out;
+    return std::nullopt;
+  });
+  Tensor hooked = pair(image);
+  EXPECT_EQ(hooked.grad_fn()->name(), "relu");
+  ASSERT_TRUE(seen.defined());
+  EXPECT_EQ(seen.grad_fn()->name(), "conv2d");  // the hook saw the convolution's own output
+  EXPECT_TRUE(same_values(hooked, y));
+  hook.remove();
+  EXPECT_EQ(block(image).shape(), (Shape{2, 8, 3, 3}));
 }
 
 TEST(Layer, TransformerBlockForwardAndBackward) {

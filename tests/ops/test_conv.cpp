@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 
 #include "gradcheck.h"
+#include "weft/autograd/node.h"
 #include "weft/kernels/cpu/conv.h"
 #include "weft/kernels/cpu/layout.h"
 #include "weft/ops/activation.h"
@@ -76,6 +77,9 @@ void expect_onednn_matches_reference(DType dtype, double atol, double rtol) {
       EXPECT_TRUE(cpu::is_channels_last(out)) << shape_str(out.strides());
       Tensor x64 = cast(x, DType::f64), w64 = cast(w, DType::f64), b64 = cast(b, DType::f64);
       expect_close(out, cpu::reference::conv2d(x64, w64, b64, c.p), atol, rtol, "forward");
+      Tensor fused = cpu::conv2d(x, w, b, c.p, true);
+      EXPECT_TRUE(cpu::is_channels_last(fused));
+      expect_close(fused, cpu::reference::conv2d(x64, w64, b64, c.p, true), atol, rtol, "forward with relu");
 
       Tensor go = cast(randn(out.shape(), seed++), dtype), go64 = cast(go, DType::f64);
       if (cl) go = channels_last(go);
@@ -128,6 +132,28 @@ TEST(Conv2dGrad, StridePaddingDilation) {
   Tensor x = randn64({2, 2, 7, 6}, 4), w = randn64({3, 2, 3, 2}, 5), b = randn64({3}, 6);
   expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{2, 1}, {1, 2}, {1, 1}, 1}); }, {x, w, b});
   expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{1, 1}, {2, 1}, {2, 2}, 1}); }, {x, w, b});
+}
+
+TEST(Conv2dGrad, ConvRelu) {
+  Tensor x = randn64({2, 3, 5, 5}, 40), w = randn64({4, 3, 3, 3}, 41), b = randn64({4}, 42);
+  expect_gradcheck([](auto& t) { return conv2d_relu(t[0], t[1], t[2]); }, {x, w, b});
+  expect_gradcheck([](auto& t) { return conv2d_relu(t[0], t[1], {}, {{2, 1}, {1, 1}, {1, 1}, 1}); }, {x, w});
+}
+
+// The fused op in f32 (oneDNN's post-op) against relu(conv2d(...)), values and gradients.
+TEST(Conv2dGrad, ConvReluEqualsReluOfConv) {
+  std::vector<Tensor> a{randn({4, 8, 9, 9}, 43), randn({16, 8, 3, 3}, 44), randn({16}, 45)}, b;
+  for (Tensor& t : a) {
+    b.push_back(t.clone().requires_grad_());
+    t.requires_grad_();
+  }
+  Tensor fused = conv2d_relu(a[0], a[1], a[2]), apart = relu(conv2d(b[0], b[1], b[2]));
+  EXPECT_EQ(fused.grad_fn()->name(), "conv2d_relu");
+  expect_close(fused, apart, 1e-5, 1e-5, "forward");
+  Tensor go = randn(fused.shape(), 46);
+  fused.backward(go);
+  apart.backward(go);
+  for (size_t i = 0; i < a.size(); ++i) expect_close(a[i].grad(), b[i].grad(), 1e-4, 1e-4, str("grad ", i));
 }
 
 TEST(Conv2dGrad, Groups) {

@@ -5,6 +5,10 @@
 // goes through autograd::checkpoint, so training keeps only the runs' inputs and recomputes each
 // run's activations during backward. The last run is not checkpointed because backward needs its
 // activations at once.
+//
+// A Conv2d directly followed by a ReLU (within one run) is called as one fused op, conv2d_relu,
+// when neither module has forward hooks; with a hook on either they run apart, so the hook sees
+// the tensor between them. Values and gradients are the same either way.
 #pragma once
 #include <memory>
 

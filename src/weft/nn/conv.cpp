@@ -35,6 +35,10 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, {pair(stride), pair(padding), pair(dilation), groups});
 }
 
+Tensor Conv2d::forward_relu(const Tensor& x) {
+  return conv2d_relu(x, weight, bias, {pair(stride), pair(padding), pair(dilation), groups});
+}
+
 std::string Conv2d::extra_repr() const {
   std::string out = str(in_channels, ", ", out_channels, ", kernel_size=", pair_str(kernel_size), ", stride=",
                         pair_str(stride));

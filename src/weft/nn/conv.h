@@ -19,6 +19,7 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Size2 stride = 1, Size2 padding = 0,
          Size2 dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  Tensor forward_relu(const Tensor& x);  // relu(forward(x)) in one op (conv2d_relu); Sequential's fusion
   void reset_parameters(Generator& gen = default_generator());
   std::string extra_repr() const override;
 

@@ -1,4 +1,5 @@
-// 2-d convolution on oneDNN (NCHW activations, OIHW weights; f32, bf16; f64 via reference loops).
+// 2-d convolution on oneDNN (NCHW-shaped activations, stored channels-last: kernels/cpu/layout.h;
+// OIHW weights; f32, bf16; f64 via reference loops).
 #pragma once
 #include <array>
 
@@ -15,5 +16,9 @@ struct Conv2dOptions {
 
 // x [N, C_in, H, W], weight [C_out, C_in / groups, kH, kW], bias [C_out] or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+// relu(conv2d(...)) as one op: the ReLU is applied as the convolution writes its output, saving the
+// pass over it that a separate relu makes, and its backward masks the gradient by output > 0
+// before the convolution's backward. Values and gradients equal the two ops'.
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
 
 }  // namespace weft
