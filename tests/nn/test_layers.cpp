@@ -166,7 +166,19 @@ TEST(Layer, SequentialFusesConvAndReluWithoutHooks) {
   EXPECT_EQ(seen.grad_fn()->name(), "conv2d");  // the hook saw the convolution's own output
   EXPECT_TRUE(same_values(hooked, y));
   hook.remove();
-  EXPECT_EQ(block(image).shape(), (Shape{2, 8, 3, 3}));
+
+  // With the pooling after them, the three run as one op; a hook on the pooling leaves conv2d_relu.
+  Tensor pooled = block(image);
+  EXPECT_EQ(pooled.grad_fn()->name(), "conv2d_relu_max_pool2d");
+  EXPECT_TRUE(same_values(pooled, max_pool2d(y, {{2, 2}, {2, 2}, {0, 0}})));
+  RemovableHandle pool_hook = block[2]->register_forward_pre_hook([&](Module&, const Tensor& in) -> std::optional<Tensor> {
+    seen = in;
+    return std::nullopt;
+  });
+  EXPECT_EQ(block(image).grad_fn()->name(), "max_pool2d");
+  EXPECT_EQ(seen.grad_fn()->name(), "conv2d_relu");
+  EXPECT_TRUE(same_values(block(image), pooled));
+  pool_hook.remove();
 }
 
 TEST(Layer, TransformerBlockForwardAndBackward) {

@@ -156,6 +156,38 @@ TEST(Conv2dGrad, ConvReluEqualsReluOfConv) {
   for (size_t i = 0; i < a.size(); ++i) expect_close(a[i].grad(), b[i].grad(), 1e-4, 1e-4, str("grad ", i));
 }
 
+TEST(Conv2dGrad, ConvReluMaxPool) {
+  Tensor x = randn64({2, 3, 6, 6}, 47), w = randn64({4, 3, 3, 3}, 48), b = randn64({4}, 49);
+  expect_gradcheck([](auto& t) { return conv2d_relu_max_pool2d(t[0], t[1], t[2], {}, {}); }, {x, w, b});
+  expect_gradcheck(
+      [](auto& t) { return conv2d_relu_max_pool2d(t[0], t[1], {}, {{1, 1}, {1, 1}, {1, 1}, 1}, {{3, 3}, {2, 2}, {1, 1}}); },
+      {x, w});
+}
+
+// The fused block in f32 and bf16 (oneDNN, channels-last) against max_pool2d(relu(conv2d(...))):
+// the same values and the same gradients, its ReLU mask applied to the pooled gradient instead.
+TEST(Conv2dGrad, ConvReluMaxPoolEqualsTheThreeOps) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::vector<Tensor> a{cast(randn({4, 8, 10, 10}, 50), dtype), cast(randn({16, 8, 3, 3}, 51), dtype),
+                          cast(randn({16}, 52), dtype)}, b;
+    for (Tensor& t : a) {
+      b.push_back(t.clone().requires_grad_());
+      t.requires_grad_();
+    }
+    Pool2dOptions pool{{2, 2}, {0, 0}, {0, 0}};
+    Tensor fused = conv2d_relu_max_pool2d(a[0], a[1], a[2], {}, pool);
+    Tensor apart = max_pool2d(relu(conv2d(b[0], b[1], b[2])), pool);
+    EXPECT_EQ(fused.grad_fn()->name(), "conv2d_relu_max_pool2d");
+    EXPECT_TRUE(cpu::is_channels_last(fused));
+    expect_close(fused, apart, 1e-5, 1e-5, "forward");
+    Tensor go = cast(randn(fused.shape(), 53), dtype);
+    fused.backward(go);
+    apart.backward(go);
+    for (size_t i = 0; i < a.size(); ++i) expect_close(a[i].grad(), b[i].grad(), 1e-4, 1e-4, str("grad ", i));
+  }
+}
+
 TEST(Conv2dGrad, Groups) {
   Tensor x = randn64({2, 4, 5, 5}, 7), w = randn64({4, 2, 3, 3}, 8), b = randn64({4}, 9);
   expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{2, 2}, {1, 1}, {1, 1}, 2}); }, {x, w, b});

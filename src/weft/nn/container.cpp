@@ -1,5 +1,7 @@
 #include "weft/nn/container.h"
 
+#include <algorithm>
+
 #include "weft/autograd/checkpoint.h"
 #include "weft/nn/activation.h"
 #include "weft/nn/conv.h"
@@ -14,14 +16,25 @@ void Sequential::set_checkpoint_segments(int64_t segments) {
   checkpoint_segments_ = segments;
 }
 
-// A Conv2d followed directly by a ReLU, neither with hooks (a hook on either must see the tensor
-// between them), runs as one conv2d_relu: the ReLU is applied as the convolution writes its output
+// The image blocks Sequential runs as one fused op when none of their modules has hooks (a hook
+// must see the tensors between them): Conv2d, ReLU, MaxPool2d as conv2d_relu_max_pool2d, and a
+// Conv2d, ReLU pair as conv2d_relu. The ReLU is applied as the convolution writes its output
 // instead of in a pass of its own (on the CNN's first layer, a pass over 11 MB that oneDNN has
-// just streamed out of the cache).
-static Conv2d* fusable_conv_relu(const std::shared_ptr<Module>& first, const std::shared_ptr<Module>& second) {
-  auto* conv = dynamic_cast<Conv2d*>(first.get());
-  if (!conv || !dynamic_cast<ReLU*>(second.get())) return nullptr;
-  return conv->has_forward_hooks() || second->has_forward_hooks() ? nullptr : conv;
+// just streamed out of the cache), and with the pooling its backward runs on the pooled gradient.
+// Returns how many children it ran (0: none, run the next one alone).
+static int64_t run_fused(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children, int64_t i,
+                         int64_t end, Tensor& y) {
+  auto at = [&](int64_t k) -> Module* {
+    return k < end && !children[k].second->has_forward_hooks() ? children[k].second.get() : nullptr;
+  };
+  auto* conv = dynamic_cast<Conv2d*>(at(i));
+  if (!conv || !dynamic_cast<ReLU*>(at(i + 1))) return 0;
+  if (auto* pool = dynamic_cast<MaxPool2d*>(at(i + 2))) {
+    y = conv2d_relu_max_pool2d(y, conv->weight, conv->bias, conv->options(), pool->options());
+    return 3;
+  }
+  y = conv2d_relu(y, conv->weight, conv->bias, conv->options());
+  return 2;
 }
 
 Tensor Sequential::forward(const Tensor& x) {
@@ -33,10 +46,10 @@ Tensor Sequential::forward(const Tensor& x) {
   // done for the recompute too.
   auto run = [&children](int64_t begin, int64_t end, const Tensor& input) {
     Tensor y = input;
-    for (int64_t i = begin; i < end; ++i) {
-      Conv2d* conv = i + 1 < end ? fusable_conv_relu(children[i].second, children[i + 1].second) : nullptr;
-      y = conv ? conv->forward_relu(y) : (*children[i].second)(y);
-      i += conv != nullptr;
+    for (int64_t i = begin; i < end;) {
+      const int64_t fused = run_fused(children, i, end, y);
+      if (fused == 0) y = (*children[i].second)(y);
+      i += std::max<int64_t>(fused, 1);
     }
     return y;
   };

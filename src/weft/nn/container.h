@@ -6,9 +6,10 @@
 // run's activations during backward. The last run is not checkpointed because backward needs its
 // activations at once.
 //
-// A Conv2d directly followed by a ReLU (within one run) is called as one fused op, conv2d_relu,
-// when neither module has forward hooks; with a hook on either they run apart, so the hook sees
-// the tensor between them. Values and gradients are the same either way.
+// Image blocks within one run are called as one fused op when none of their modules has forward
+// hooks: Conv2d, ReLU, MaxPool2d as conv2d_relu_max_pool2d, a Conv2d, ReLU pair as conv2d_relu
+// (ops/conv.h). With a hook on any of them they run apart, so the hook sees the tensors between
+// them. Values and gradients are the same either way.
 #pragma once
 #include <memory>
 

@@ -11,12 +11,7 @@ namespace weft {
 using autograd::record;
 using Grads = std::vector<Tensor>;
 
-static cpu::Pool2dParams params(const Pool2dOptions& o) {
-  cpu::Pool2dParams p{o.kernel, o.kernel, o.padding};
-  for (int i = 0; i < 2; ++i)
-    if (o.stride[i] != 0) p.stride[i] = o.stride[i];
-  return p;
-}
+static cpu::Pool2dParams params(const Pool2dOptions& o) { return {o.kernel, o.effective_stride(), o.padding}; }
 
 // For the profiler: one comparison or addition per window element per output.
 static double window_flops(const Tensor& out, const cpu::Pool2dParams& p) {
