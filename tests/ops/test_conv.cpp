@@ -106,6 +106,7 @@ TEST(Conv2d, F16ComputesInF32) {
   Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
   Tensor out = cpu::conv2d(x, w, Tensor(), p);
   EXPECT_EQ(out.dtype(), DType::f16);
+  EXPECT_TRUE(cpu::is_channels_last(out));
   expect_close(out, cpu::reference::conv2d(cast(x, DType::f64), cast(w, DType::f64), Tensor(), p), 1e-2, 2e-3,
                "f16 forward");
 }

@@ -244,9 +244,9 @@ Conv2dWeightGrads onednn_backward_weight(const Geometry& g, const Tensor& grad_o
 }
 
 // f16 has no oneDNN convolution on most CPUs: compute in f32 and round the result once.
-Tensor to_f32(const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), DType::f32).copy_(t) : t; }
+Tensor to_f32(const Tensor& t) { return t.defined() ? Tensor::empty_like(t, DType::f32).copy_(t) : t; }
 Tensor to_dtype(const Tensor& t, DType dtype) {
-  return t.defined() ? Tensor::empty(t.shape(), dtype).copy_(t) : t;
+  return t.defined() ? Tensor::empty_like(t, dtype).copy_(t) : t;
 }
 
 // Empty tensors and f64 go to the reference loops: nothing to compute, or gradient checks.
