@@ -1,6 +1,7 @@
 #include "weft/nn/container.h"
 
 #include <algorithm>
+#include <typeinfo>
 
 #include "weft/autograd/checkpoint.h"
 #include "weft/nn/activation.h"
@@ -21,15 +22,21 @@ void Sequential::set_checkpoint_segments(int64_t segments) {
 // Conv2d, ReLU pair as conv2d_relu. The ReLU is applied as the convolution writes its output
 // instead of in a pass of its own (on the CNN's first layer, a pass over 11 MB that oneDNN has
 // just streamed out of the cache), and with the pooling its backward runs on the pooled gradient.
-// Returns how many children it ran (0: none, run the next one alone).
+// Only these exact classes fuse (a subclass may override forward). Returns how many children it
+// ran (0: none, run the next one alone).
+template <typename M>
+static M* exactly(Module* m) {
+  return m && typeid(*m) == typeid(M) ? static_cast<M*>(m) : nullptr;
+}
+
 static int64_t run_fused(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children, int64_t i,
                          int64_t end, Tensor& y) {
   auto at = [&](int64_t k) -> Module* {
     return k < end && !children[k].second->has_forward_hooks() ? children[k].second.get() : nullptr;
   };
-  auto* conv = dynamic_cast<Conv2d*>(at(i));
-  if (!conv || !dynamic_cast<ReLU*>(at(i + 1))) return 0;
-  if (auto* pool = dynamic_cast<MaxPool2d*>(at(i + 2))) {
+  auto* conv = exactly<Conv2d>(at(i));
+  if (!conv || !exactly<ReLU>(at(i + 1))) return 0;
+  if (auto* pool = exactly<MaxPool2d>(at(i + 2))) {
     y = conv2d_relu_max_pool2d(y, conv->weight, conv->bias, conv->options(), pool->options());
     return 3;
   }
