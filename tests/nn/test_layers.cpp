@@ -179,6 +179,13 @@ TEST(Layer, SequentialFusesConvAndReluWithoutHooks) {
   EXPECT_EQ(seen.grad_fn()->name(), "conv2d_relu");
   EXPECT_TRUE(same_values(block(image), pooled));
   pool_hook.remove();
+
+  // A subclass may override forward, so only the exact classes fuse.
+  struct Doubled : ReLU {
+    Tensor forward(const Tensor& x) override { return relu(x) * 2.0; }
+  };
+  Sequential custom(conv, std::make_shared<Doubled>());
+  EXPECT_TRUE(same_values(custom(image), y * 2.0));
 }
 
 TEST(Layer, TransformerBlockForwardAndBackward) {
