@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "module_gradcheck.h"
+#include "weft/autograd/node.h"
 #include "weft/core/random.h"
 #include "weft/nn/layers.h"
 #include "weft/ops/conv.h"
@@ -139,6 +140,52 @@ TEST(Layer, ForwardEqualsTheFunctionalOp) {
   auto second = std::make_shared<Linear>(3, 2);
   Sequential chain(first, std::make_shared<ReLU>(), second);
   EXPECT_TRUE(same_values(chain(x2), (*second)(relu((*first)(x2)))));
+}
+
+// Sequential runs a Conv2d followed by a ReLU as one conv2d_relu, unless a hook on either must
+// see the tensor between them; the values are the same.
+TEST(Layer, SequentialFusesConvAndReluWithoutHooks) {
+  manual_seed(12);
+  auto conv = std::make_shared<Conv2d>(3, 8, 3);
+  auto relu_layer = std::make_shared<ReLU>();
+  Sequential block(conv, relu_layer, std::make_shared<MaxPool2d>(2));
+  Tensor image = Tensor::randn({2, 3, 8, 8});
+  EXPECT_EQ((*conv)(image).grad_fn()->name(), "conv2d");  // alone: not fused
+  Sequential pair(conv, relu_layer);
+  Tensor y = pair(image);
+  EXPECT_EQ(y.grad_fn()->name(), "conv2d_relu");
+  EXPECT_TRUE(same_values(y, relu(conv2d(image, conv->weight, conv->bias))));
+  Tensor seen;
+  RemovableHandle hook = conv->register_forward_hook([&](Module&, const Tensor&, const Tensor& out) -> std::optional<Tensor> {
+    seen = out;
+    return std::nullopt;
+  });
+  Tensor hooked = pair(image);
+  EXPECT_EQ(hooked.grad_fn()->name(), "relu");
+  ASSERT_TRUE(seen.defined());
+  EXPECT_EQ(seen.grad_fn()->name(), "conv2d");  // the hook saw the convolution's own output
+  EXPECT_TRUE(same_values(hooked, y));
+  hook.remove();
+
+  // With the pooling after them, the three run as one op; a hook on the pooling leaves conv2d_relu.
+  Tensor pooled = block(image);
+  EXPECT_EQ(pooled.grad_fn()->name(), "conv2d_relu_max_pool2d");
+  EXPECT_TRUE(same_values(pooled, max_pool2d(y, {{2, 2}, {2, 2}, {0, 0}})));
+  RemovableHandle pool_hook = block[2]->register_forward_pre_hook([&](Module&, const Tensor& in) -> std::optional<Tensor> {
+    seen = in;
+    return std::nullopt;
+  });
+  EXPECT_EQ(block(image).grad_fn()->name(), "max_pool2d");
+  EXPECT_EQ(seen.grad_fn()->name(), "conv2d_relu");
+  EXPECT_TRUE(same_values(block(image), pooled));
+  pool_hook.remove();
+
+  // A subclass may override forward, so only the exact classes fuse.
+  struct Doubled : ReLU {
+    Tensor forward(const Tensor& x) override { return relu(x) * 2.0; }
+  };
+  Sequential custom(conv, std::make_shared<Doubled>());
+  EXPECT_TRUE(same_values(custom(image), y * 2.0));
 }
 
 TEST(Layer, TransformerBlockForwardAndBackward) {

@@ -1,7 +1,11 @@
 #include <gmock/gmock.h>
 
 #include "gradcheck.h"
+#include "weft/autograd/node.h"
 #include "weft/kernels/cpu/conv.h"
+#include "weft/kernels/cpu/layout.h"
+#include "weft/ops/activation.h"
+#include "weft/ops/pool.h"
 #include "weft/ops/conv.h"
 
 namespace weft {
@@ -55,28 +59,40 @@ std::string describe(const Case& c) {
              c.p.groups, c.bias ? " bias" : "");
 }
 
+Tensor channels_last(const Tensor& t) { return cpu::empty_channels_last(t.shape(), t.dtype()).copy_(t); }
+
 // Forward, grad input and grad weight (+ bias) of the oneDNN path against the f64 reference loops
-// run on the same (dtype-rounded) values.
+// run on the same (dtype-rounded) values, with x and grad_out plain NCHW and then channels-last.
+// Whatever the inputs' layout, the activations it returns (out, grad input) are channels-last.
 void expect_onednn_matches_reference(DType dtype, double atol, double rtol) {
   uint64_t seed = 10;
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(describe(c));
-    Tensor x = cast(randn(c.x, seed++), dtype), w = cast(randn(c.w, seed++), dtype);
-    Tensor b = c.bias ? cast(randn({c.w[0]}, seed++), dtype) : Tensor();
-    Tensor out = cpu::conv2d(x, w, b, c.p);
-    EXPECT_EQ(out.dtype(), dtype);
-    Tensor x64 = cast(x, DType::f64), w64 = cast(w, DType::f64), b64 = cast(b, DType::f64);
-    expect_close(out, cpu::reference::conv2d(x64, w64, b64, c.p), atol, rtol, "forward");
+  for (bool cl : {false, true})
+    for (const Case& c : cases()) {
+      SCOPED_TRACE(describe(c) + (cl ? " channels-last" : " nchw"));
+      Tensor x = cast(randn(c.x, seed++), dtype), w = cast(randn(c.w, seed++), dtype);
+      if (cl) x = channels_last(x);
+      Tensor b = c.bias ? cast(randn({c.w[0]}, seed++), dtype) : Tensor();
+      Tensor out = cpu::conv2d(x, w, b, c.p);
+      EXPECT_EQ(out.dtype(), dtype);
+      EXPECT_TRUE(cpu::is_channels_last(out)) << shape_str(out.strides());
+      Tensor x64 = cast(x, DType::f64), w64 = cast(w, DType::f64), b64 = cast(b, DType::f64);
+      expect_close(out, cpu::reference::conv2d(x64, w64, b64, c.p), atol, rtol, "forward");
+      Tensor fused = cpu::conv2d(x, w, b, c.p, true);
+      EXPECT_TRUE(cpu::is_channels_last(fused));
+      expect_close(fused, cpu::reference::conv2d(x64, w64, b64, c.p, true), atol, rtol, "forward with relu");
 
-    Tensor go = cast(randn(out.shape(), seed++), dtype), go64 = cast(go, DType::f64);
-    expect_close(cpu::conv2d_backward_input(go, w, c.x, c.p),
-                 cpu::reference::conv2d_backward_input(go64, w64, c.x, c.p), atol, rtol, "grad input");
-    cpu::Conv2dWeightGrads grads = cpu::conv2d_backward_weight(go, x, c.w, c.bias, c.p);
-    cpu::Conv2dWeightGrads expected = cpu::reference::conv2d_backward_weight(go64, x64, c.w, c.bias, c.p);
-    expect_close(grads.weight, expected.weight, atol, rtol, "grad weight");
-    EXPECT_EQ(grads.bias.defined(), c.bias);
-    if (c.bias) expect_close(grads.bias, expected.bias, atol, rtol, "grad bias");
-  }
+      Tensor go = cast(randn(out.shape(), seed++), dtype), go64 = cast(go, DType::f64);
+      if (cl) go = channels_last(go);
+      Tensor grad_x = cpu::conv2d_backward_input(go, w, c.x, c.p);
+      EXPECT_TRUE(cpu::is_channels_last(grad_x)) << shape_str(grad_x.strides());
+      expect_close(grad_x, cpu::reference::conv2d_backward_input(go64, w64, c.x, c.p), atol, rtol, "grad input");
+      cpu::Conv2dWeightGrads grads = cpu::conv2d_backward_weight(go, x, c.w, c.bias, c.p);
+      cpu::Conv2dWeightGrads expected = cpu::reference::conv2d_backward_weight(go64, x64, c.w, c.bias, c.p);
+      EXPECT_TRUE(grads.weight.is_contiguous());
+      expect_close(grads.weight, expected.weight, atol, rtol, "grad weight");
+      EXPECT_EQ(grads.bias.defined(), c.bias);
+      if (c.bias) expect_close(grads.bias, expected.bias, atol, rtol, "grad bias");
+    }
 }
 
 TEST(Conv2d, OneDnnF32MatchesReference) { expect_onednn_matches_reference(DType::f32, 1e-4, 1e-4); }
@@ -90,6 +106,7 @@ TEST(Conv2d, F16ComputesInF32) {
   Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
   Tensor out = cpu::conv2d(x, w, Tensor(), p);
   EXPECT_EQ(out.dtype(), DType::f16);
+  EXPECT_TRUE(cpu::is_channels_last(out));
   expect_close(out, cpu::reference::conv2d(cast(x, DType::f64), cast(w, DType::f64), Tensor(), p), 1e-2, 2e-3,
                "f16 forward");
 }
@@ -116,6 +133,60 @@ TEST(Conv2dGrad, StridePaddingDilation) {
   Tensor x = randn64({2, 2, 7, 6}, 4), w = randn64({3, 2, 3, 2}, 5), b = randn64({3}, 6);
   expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{2, 1}, {1, 2}, {1, 1}, 1}); }, {x, w, b});
   expect_gradcheck([](auto& t) { return conv2d(t[0], t[1], t[2], {{1, 1}, {2, 1}, {2, 2}, 1}); }, {x, w, b});
+}
+
+TEST(Conv2dGrad, ConvRelu) {
+  Tensor x = randn64({2, 3, 5, 5}, 40), w = randn64({4, 3, 3, 3}, 41), b = randn64({4}, 42);
+  expect_gradcheck([](auto& t) { return conv2d_relu(t[0], t[1], t[2]); }, {x, w, b});
+  expect_gradcheck([](auto& t) { return conv2d_relu(t[0], t[1], {}, {{2, 1}, {1, 1}, {1, 1}, 1}); }, {x, w});
+}
+
+// The fused op in f32 (oneDNN's post-op) against relu(conv2d(...)), values and gradients.
+TEST(Conv2dGrad, ConvReluEqualsReluOfConv) {
+  std::vector<Tensor> a{randn({4, 8, 9, 9}, 43), randn({16, 8, 3, 3}, 44), randn({16}, 45)}, b;
+  for (Tensor& t : a) {
+    b.push_back(t.clone().requires_grad_());
+    t.requires_grad_();
+  }
+  Tensor fused = conv2d_relu(a[0], a[1], a[2]), apart = relu(conv2d(b[0], b[1], b[2]));
+  EXPECT_EQ(fused.grad_fn()->name(), "conv2d_relu");
+  expect_close(fused, apart, 1e-5, 1e-5, "forward");
+  Tensor go = randn(fused.shape(), 46);
+  fused.backward(go);
+  apart.backward(go);
+  for (size_t i = 0; i < a.size(); ++i) expect_close(a[i].grad(), b[i].grad(), 1e-4, 1e-4, str("grad ", i));
+}
+
+TEST(Conv2dGrad, ConvReluMaxPool) {
+  Tensor x = randn64({2, 3, 6, 6}, 47), w = randn64({4, 3, 3, 3}, 48), b = randn64({4}, 49);
+  expect_gradcheck([](auto& t) { return conv2d_relu_max_pool2d(t[0], t[1], t[2], {}, {}); }, {x, w, b});
+  expect_gradcheck(
+      [](auto& t) { return conv2d_relu_max_pool2d(t[0], t[1], {}, {{1, 1}, {1, 1}, {1, 1}, 1}, {{3, 3}, {2, 2}, {1, 1}}); },
+      {x, w});
+}
+
+// The fused block in f32 and bf16 (oneDNN, channels-last) against max_pool2d(relu(conv2d(...))):
+// the same values and the same gradients, its ReLU mask applied to the pooled gradient instead.
+TEST(Conv2dGrad, ConvReluMaxPoolEqualsTheThreeOps) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::vector<Tensor> a{cast(randn({4, 8, 10, 10}, 50), dtype), cast(randn({16, 8, 3, 3}, 51), dtype),
+                          cast(randn({16}, 52), dtype)}, b;
+    for (Tensor& t : a) {
+      b.push_back(t.clone().requires_grad_());
+      t.requires_grad_();
+    }
+    Pool2dOptions pool{{2, 2}, {0, 0}, {0, 0}};
+    Tensor fused = conv2d_relu_max_pool2d(a[0], a[1], a[2], {}, pool);
+    Tensor apart = max_pool2d(relu(conv2d(b[0], b[1], b[2])), pool);
+    EXPECT_EQ(fused.grad_fn()->name(), "conv2d_relu_max_pool2d");
+    EXPECT_TRUE(cpu::is_channels_last(fused));
+    expect_close(fused, apart, 1e-5, 1e-5, "forward");
+    Tensor go = cast(randn(fused.shape(), 53), dtype);
+    fused.backward(go);
+    apart.backward(go);
+    for (size_t i = 0; i < a.size(); ++i) expect_close(a[i].grad(), b[i].grad(), 1e-4, 1e-4, str("grad ", i));
+  }
 }
 
 TEST(Conv2dGrad, Groups) {
@@ -152,6 +223,34 @@ TEST(Conv2dGrad, OnlyRequestedGradients) {
                cpu::reference::conv2d_backward_weight(cast(go, DType::f64), cast(x, DType::f64), w.shape(), true, {})
                    .bias,
                1e-4, 1e-4, "bias-only grad");
+}
+
+// The CNN's first block and the next convolution, in f32 through autograd: the activations stay
+// channels-last from the first convolution on (conv, relu and pool keep the layout), and the loss's
+// gradients match the same chain in f64, which runs the plain-NCHW reference loops.
+TEST(Conv2dGrad, ChannelsLastChainMatchesF64) {
+  auto chain = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+    Tensor h = relu(conv2d(x, w1, b1));
+    Tensor p = max_pool2d(h, {{2, 2}, {0, 0}, {0, 0}});
+    return std::array<Tensor, 3>{h, p, relu(conv2d(p, w2, b2))};
+  };
+  std::vector<Tensor> f32{randn({4, 1, 12, 12}, 30), randn({16, 1, 3, 3}, 31), randn({16}, 32),
+                          randn({32, 16, 3, 3}, 33), randn({32}, 34)};
+  std::vector<Tensor> f64;
+  for (Tensor& t : f32) {
+    f64.push_back(cast(t, DType::f64).requires_grad_());
+    t.requires_grad_();
+  }
+  auto [h, p, y] = chain(f32[0], f32[1], f32[2], f32[3], f32[4]);
+  EXPECT_TRUE(cpu::is_channels_last(h));
+  EXPECT_TRUE(cpu::is_channels_last(p));
+  EXPECT_TRUE(cpu::is_channels_last(y));
+  Tensor go = randn(y.shape(), 35);
+  y.backward(go);
+  std::get<2>(chain(f64[0], f64[1], f64[2], f64[3], f64[4])).backward(cast(go, DType::f64));
+  expect_close(y, std::get<2>(chain(f64[0], f64[1], f64[2], f64[3], f64[4])), 1e-4, 1e-4, "forward");
+  const char* names[] = {"grad x", "grad w1", "grad b1", "grad w2", "grad b2"};
+  for (size_t i = 0; i < f32.size(); ++i) expect_close(f32[i].grad(), f64[i].grad(), 1e-3, 1e-3, names[i]);
 }
 
 template <typename E, typename Fn>

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "gradcheck.h"
+#include "weft/kernels/cpu/layout.h"
 #include "weft/kernels/cpu/pool.h"
 #include "weft/ops/pool.h"
 
@@ -52,23 +53,46 @@ std::string describe(const Pool2dParams& p) {
              p.padding[0], ",", p.padding[1]);
 }
 
+// A channels-last input is pooled in that layout: its output and gradients are channels-last too
+// (a plain NCHW grad_out is reordered first), with the same values.
+Tensor in_layout(const Tensor& t, bool channels_last) {
+  return channels_last ? cpu::empty_channels_last(t.shape(), t.dtype()).copy_(t) : t;
+}
+
+void expect_layout(const Tensor& t, bool channels_last, const std::string& what) {
+  EXPECT_EQ(cpu::is_channels_last(t), channels_last) << what << " strides " << shape_str(t.strides());
+  if (!channels_last) {
+    EXPECT_TRUE(t.is_contiguous()) << what;
+  }
+}
+
 void expect_pools_match_reference(DType dtype, double atol, double rtol) {
   uint64_t seed = 1;
   Shape shape{2, 3, 7, 8};  // 336 distinct integers in [-168, 168): exact even in bf16 (up to 256)
-  for (const Pool2dParams& p : cases()) {
-    SCOPED_TRACE(describe(p));
-    Tensor x = distinct(shape, seed++, dtype), x64 = cast(x, DType::f64);
-    cpu::MaxPool2dResult max = cpu::max_pool2d(x, p, true);
-    cpu::MaxPool2dResult max_ref = cpu::reference::max_pool2d(x64, p);
-    expect_close(max.out, max_ref.out, 0, 0, "max forward");
-    Tensor go = cast(randn(max.out.shape(), seed++), dtype), go64 = cast(go, DType::f64);
-    expect_close(cpu::max_pool2d_backward(go, max.workspace, shape, p),
-                 cpu::reference::max_pool2d_backward(go64, max_ref.workspace, shape, p), atol, rtol, "max backward");
+  for (bool channels_last : {false, true})
+    for (const Pool2dParams& p : cases()) {
+      SCOPED_TRACE(describe(p) + (channels_last ? " channels-last" : " nchw"));
+      Tensor x = in_layout(distinct(shape, seed++, dtype), channels_last), x64 = cast(x, DType::f64);
+      cpu::MaxPool2dResult max = cpu::max_pool2d(x, p, true);
+      cpu::MaxPool2dResult max_ref = cpu::reference::max_pool2d(x64, p);
+      expect_close(max.out, max_ref.out, 0, 0, "max forward");
+      expect_layout(max.out, channels_last, "max forward");
+      for (bool grad_channels_last : {false, true}) {
+        Tensor go = in_layout(cast(randn(max.out.shape(), seed++), dtype), grad_channels_last);
+        Tensor go64 = cast(go, DType::f64);
+        Tensor grad = cpu::max_pool2d_backward(go, max.workspace, shape, p, channels_last);
+        expect_close(grad, cpu::reference::max_pool2d_backward(go64, max_ref.workspace, shape, p), atol, rtol,
+                     "max backward");
+        expect_layout(grad, channels_last, "max backward");
 
-    expect_close(cpu::avg_pool2d(x, p), cpu::reference::avg_pool2d(x64, p), atol, rtol, "avg forward");
-    expect_close(cpu::avg_pool2d_backward(go, shape, p), cpu::reference::avg_pool2d_backward(go64, shape, p), atol,
-                 rtol, "avg backward");
-  }
+        Tensor avg = cpu::avg_pool2d(x, p);
+        expect_close(avg, cpu::reference::avg_pool2d(x64, p), atol, rtol, "avg forward");
+        expect_layout(avg, channels_last, "avg forward");
+        grad = cpu::avg_pool2d_backward(go, shape, p, channels_last);
+        expect_close(grad, cpu::reference::avg_pool2d_backward(go64, shape, p), atol, rtol, "avg backward");
+        expect_layout(grad, channels_last, "avg backward");
+      }
+    }
 }
 
 TEST(Pool2d, OneDnnF32MatchesReference) { expect_pools_match_reference(DType::f32, 1e-5, 1e-5); }
@@ -130,6 +154,21 @@ TEST(PoolGrad, F32BackwardMatchesF64Reference) {
   Tensor y = randn({2, 3, 9, 8}, 9).requires_grad_();
   avg_pool2d(y, {p.kernel, p.stride, p.padding}).backward(go);
   expect_close(y.grad(), cpu::reference::avg_pool2d_backward(go64, y.shape(), p), 1e-6, 1e-6, "avg");
+}
+
+// Through autograd, the backward of a channels-last pooling (the op remembers the layout its
+// workspace was made for) takes a grad_out in plain NCHW.
+TEST(PoolGrad, ChannelsLastThroughAutograd) {
+  Pool2dParams p{{2, 2}, {2, 2}, {0, 0}};
+  Tensor x = in_layout(randn({2, 16, 6, 8}, 10), true).requires_grad_();
+  Tensor out = max_pool2d(x, {p.kernel, p.stride, p.padding});
+  expect_layout(out, true, "forward");
+  Tensor go = randn(out.shape(), 11);  // NCHW
+  out.backward(go);
+  Tensor x64 = cast(x.detach(), DType::f64);
+  Tensor argmax = cpu::reference::max_pool2d(x64, p).workspace;
+  expect_close(x.grad(), cpu::reference::max_pool2d_backward(cast(go, DType::f64), argmax, x.shape(), p), 1e-6, 1e-6,
+               "max");
 }
 
 template <typename E, typename Fn>

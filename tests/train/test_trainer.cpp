@@ -278,7 +278,7 @@ TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
   limited.model = "cnn";
   limited.epochs = 1;
   limited.limit_train_batches = 3;
-  limited.memory_limit = parse_bytes("90MiB");
+  limited.memory_limit = parse_bytes("80MiB");
   EXPECT_TRUE(contains(message_of<OutOfMemoryError>([&] { run(limited); }), "out of memory"));
 
   limited.auto_batch = true;

@@ -78,37 +78,21 @@ class ClassifierRecorder {
       flat.push_back(product({numel(Shape(shape_.begin() + first, shape_.begin() + last + 1))}));
       flat.insert(flat.end(), shape_.begin() + last + 1, shape_.end());
       shape_ = flat;
-      x_ = view(tape_, label, x_, tape_.bytes(x_), Grad::forwarded);
+      if (channels_last_) {  // a channels-last activation is copied to flatten it
+        x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {Grad::fresh}, .output_bytes = tape_.bytes(x_)});
+        channels_last_ = false;
+      } else {
+        x_ = view(tape_, label, x_, tape_.bytes(x_), Grad::forwarded);
+      }
     } else if (auto* linear = dynamic_cast<const nn::Linear*>(&layer)) {
       WEFT_CHECK(shape_.back() == linear->in_features, ShapeError, "plan: ", label, " expects ", linear->in_features,
                  " features, the activation before it is ", shape_str(shape_));
       shape_.back() = linear->out_features;
       x_ = keeps_input(tape_, label, x_, grad, bytes(), layer.num_parameters());
     } else if (auto* conv = dynamic_cast<const nn::Conv2d*>(&layer)) {
-      WEFT_CHECK(shape_.size() == 4 && shape_[1] == conv->in_channels, ShapeError, "plan: ", label, " expects [N, ",
-                 conv->in_channels, ", H, W], the activation before it is ", shape_str(shape_));
-      const int64_t in_bytes = bytes();
-      shape_ = {shape_[0], conv->out_channels,
-                conv_output_size(shape_[2], conv->kernel_size.h, conv->stride.h, conv->padding.h, conv->dilation.h),
-                conv_output_size(shape_[3], conv->kernel_size.w, conv->stride.w, conv->padding.w, conv->dilation.w)};
-      check_spatial(label);
-      // oneDNN runs convolutions in channel-blocked layouts (nChw16c): the output (and its gradient)
-      // is reordered through a blocked copy, and so is an input with enough channels to be blocked
-      // (a first layer's 1 or 3 channels are read in place). Measured on the cnn: conv1 (1 channel)
-      // copies only its output, conv2 (32 channels) both.
-      const int64_t out_bytes = bytes();
-      const int64_t weight_bytes = product({conv->weight.numel(), e_});
-      const int64_t copies = out_bytes + (conv->in_channels >= 8 ? in_bytes : 0) + weight_bytes;
-      x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {grad}, .output_bytes = out_bytes, .saved = {x_},
-                         .forward_scratch_bytes = copies, .backward_scratch_bytes = copies,
-                         .param_grads = layer.num_parameters()});
+      add_conv(label, *conv, false, nullptr);
     } else if (auto* pool = dynamic_cast<const nn::MaxPool2d*>(&layer)) {
-      WEFT_CHECK(shape_.size() == 4, ShapeError, "plan: ", label, " expects [N, C, H, W], got ", shape_str(shape_));
-      const int64_t stride_h = pool->stride.h > 0 ? pool->stride.h : pool->kernel_size.h;
-      const int64_t stride_w = pool->stride.w > 0 ? pool->stride.w : pool->kernel_size.w;
-      shape_[2] = conv_output_size(shape_[2], pool->kernel_size.h, stride_h, pool->padding.h, 1);
-      shape_[3] = conv_output_size(shape_[3], pool->kernel_size.w, stride_w, pool->padding.w, 1);
-      check_spatial(label);
+      pool_shape(label, *pool);
       // The backward needs only oneDNN's workspace: one byte per output element saying which input won.
       x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {grad}, .output_bytes = bytes(),
                          .saved_extra_bytes = numel(shape_)});
@@ -134,10 +118,59 @@ class ClassifierRecorder {
     x_needs_grad_ = x_needs_grad_ || layer.num_parameters() > 0;
   }
 
+  // The image blocks nn::Sequential runs as one op (nn/container.h): a Conv2d and a ReLU as
+  // conv2d_relu, with a MaxPool2d after them as conv2d_relu_max_pool2d.
+  void add_fused(const std::string& name, const nn::Conv2d& conv, const nn::MaxPool2d* pool) {
+    add_conv(str(name, " ", conv.name(), pool ? " + ReLU + MaxPool2d" : " + ReLU"), conv, true, pool);
+    x_needs_grad_ = true;
+  }
+
   Value output() const { return x_; }
   const Shape& shape() const { return shape_; }
 
  private:
+  // Convolutions write channels-last activations and read them in place (kernels/cpu/layout.h);
+  // what they copy is the weight, reordered to oneDNN's blocked layout, and an input in another
+  // layout with more than one channel (a 3-channel batch). Fused with a ReLU, the output is kept for
+  // the backward's mask, which makes a full-size gradient; fused with the pooling too, the
+  // full-size output lives only while the op runs, and the backward keeps the pooled output and
+  // the workspace, masks the pooled gradient and routes it back to a full-size one.
+  void add_conv(const std::string& label, const nn::Conv2d& conv, bool relu, const nn::MaxPool2d* pool) {
+    WEFT_CHECK(shape_.size() == 4 && shape_[1] == conv.in_channels, ShapeError, "plan: ", label, " expects [N, ",
+               conv.in_channels, ", H, W], the activation before it is ", shape_str(shape_));
+    const Grad grad = x_needs_grad_ ? Grad::fresh : Grad::none;
+    const int64_t in_bytes = bytes();
+    shape_ = {shape_[0], conv.out_channels,
+              conv_output_size(shape_[2], conv.kernel_size.h, conv.stride.h, conv.padding.h, conv.dilation.h),
+              conv_output_size(shape_[3], conv.kernel_size.w, conv.stride.w, conv.padding.w, conv.dilation.w)};
+    check_spatial(label);
+    const int64_t out_bytes = bytes();
+    const int64_t copies =
+        product({conv.weight.numel(), e_}) + (!channels_last_ && conv.in_channels > 1 ? in_bytes : 0);
+    channels_last_ = true;
+    const int64_t params = conv.num_parameters();
+    if (!pool) {
+      x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {grad}, .output_bytes = out_bytes, .saved = {x_},
+                         .saves_output = relu, .forward_scratch_bytes = copies,
+                         .backward_scratch_bytes = copies + (relu ? out_bytes : 0), .param_grads = params});
+      return;
+    }
+    pool_shape(label, *pool);
+    x_ = tape_.record({.name = label, .inputs = {x_}, .grads = {grad}, .output_bytes = bytes(), .saved = {x_},
+                       .saves_output = true, .saved_extra_bytes = numel(shape_),
+                       .forward_scratch_bytes = copies + out_bytes,
+                       .backward_scratch_bytes = copies + out_bytes + bytes(), .param_grads = params});
+  }
+
+  void pool_shape(const std::string& label, const nn::MaxPool2d& pool) {
+    WEFT_CHECK(shape_.size() == 4, ShapeError, "plan: ", label, " expects [N, C, H, W], got ", shape_str(shape_));
+    const int64_t stride_h = pool.stride.h > 0 ? pool.stride.h : pool.kernel_size.h;
+    const int64_t stride_w = pool.stride.w > 0 ? pool.stride.w : pool.kernel_size.w;
+    shape_[2] = conv_output_size(shape_[2], pool.kernel_size.h, stride_h, pool.padding.h, 1);
+    shape_[3] = conv_output_size(shape_[3], pool.kernel_size.w, stride_w, pool.padding.w, 1);
+    check_spatial(label);
+  }
+
   int64_t bytes() const { return product({numel(shape_), e_}); }
   void check_spatial(const std::string& label) const {
     WEFT_CHECK(shape_[2] > 0 && shape_[3] > 0, ShapeError, "plan: ", label, " leaves no output pixels (",
@@ -149,6 +182,7 @@ class ClassifierRecorder {
   Shape shape_;
   Value x_;
   bool x_needs_grad_ = false;  // the batch needs no gradient; what a layer with parameters makes does
+  bool channels_last_ = false;  // the batch is plain NCHW; convolutions make channels-last activations
 };
 
 // In `weft plan`'s flags: --hidden is nn::GPTConfig's dim, --seq its context.
@@ -293,13 +327,22 @@ ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat
   Value targets = tape.input(product({batch, 8}));
   ClassifierRecorder recorder(tape, format, shape, images);
   bool in_segment = false;
-  for (const auto& [child_name, child] : classifier_->named_children()) {
+  const auto& children = classifier_->named_children();
+  for (size_t i = 0; i < children.size(); ++i) {
+    const auto& [child_name, child] = children[i];
     // A checkpoint segment starts at each layer with parameters and takes the parameter-free
     // layers after it (Conv2d, ReLU, MaxPool2d).
     if (checkpointed && child->num_parameters() > 0) {
       if (in_segment) tape.end_segment();
       tape.begin_segment();
       in_segment = true;
+    }
+    auto* conv = dynamic_cast<const nn::Conv2d*>(child.get());
+    if (conv && i + 1 < children.size() && dynamic_cast<const nn::ReLU*>(children[i + 1].second.get())) {
+      auto* pool = i + 2 < children.size() ? dynamic_cast<const nn::MaxPool2d*>(children[i + 2].second.get()) : nullptr;
+      recorder.add_fused(child_name, *conv, pool);
+      i += pool ? 2 : 1;
+      continue;
     }
     recorder.add(child_name, *child);
   }

@@ -5,6 +5,11 @@
 // goes through autograd::checkpoint, so training keeps only the runs' inputs and recomputes each
 // run's activations during backward. The last run is not checkpointed because backward needs its
 // activations at once.
+//
+// Image blocks within one run are called as one fused op when none of their modules has forward
+// hooks: Conv2d, ReLU, MaxPool2d as conv2d_relu_max_pool2d, a Conv2d, ReLU pair as conv2d_relu
+// (ops/conv.h). With a hook on any of them they run apart, so the hook sees the tensors between
+// them. Values and gradients are the same either way.
 #pragma once
 #include <memory>
 

@@ -31,9 +31,9 @@ void Conv2d::reset_parameters(Generator& gen) {
   if (bias.defined()) init::uniform_(bias, -bound, bound, gen);
 }
 
-Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight, bias, {pair(stride), pair(padding), pair(dilation), groups});
-}
+Conv2dOptions Conv2d::options() const { return {pair(stride), pair(padding), pair(dilation), groups}; }
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, options()); }
 
 std::string Conv2d::extra_repr() const {
   std::string out = str(in_channels, ", ", out_channels, ", kernel_size=", pair_str(kernel_size), ", stride=",
@@ -49,7 +49,9 @@ MaxPool2d::MaxPool2d(Size2 kernel_size, Size2 stride, Size2 padding)
     : Module("MaxPool2d"), kernel_size(kernel_size),
       stride(stride.h == 0 && stride.w == 0 ? kernel_size : stride), padding(padding) {}
 
-Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, {pair(kernel_size), pair(stride), pair(padding)}); }
+Pool2dOptions MaxPool2d::options() const { return {pair(kernel_size), pair(stride), pair(padding)}; }
+
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, options()); }
 
 std::string MaxPool2d::extra_repr() const {
   return str("kernel_size=", pair_str(kernel_size), ", stride=", pair_str(stride), ", padding=", pair_str(padding));

@@ -2,6 +2,7 @@
 #pragma once
 #include "weft/core/random.h"
 #include "weft/nn/module.h"
+#include "weft/ops/conv.h"
 
 namespace weft::nn {
 
@@ -19,6 +20,7 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Size2 stride = 1, Size2 padding = 0,
          Size2 dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  Conv2dOptions options() const;  // what forward passes to conv2d
   void reset_parameters(Generator& gen = default_generator());
   std::string extra_repr() const override;
 
@@ -32,6 +34,7 @@ class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Size2 kernel_size, Size2 stride = 0, Size2 padding = 0);  // stride 0: = kernel_size
   Tensor forward(const Tensor& x) override;
+  Pool2dOptions options() const;  // what forward passes to max_pool2d
   std::string extra_repr() const override;
 
   const Size2 kernel_size, stride, padding;

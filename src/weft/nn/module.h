@@ -100,6 +100,7 @@ class Module {
   using ForwardHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
   RemovableHandle register_forward_pre_hook(ForwardPreHook hook) { return forward_pre_hooks_.add(std::move(hook)); }
   RemovableHandle register_forward_hook(ForwardHook hook) { return forward_hooks_.add(std::move(hook)); }
+  bool has_forward_hooks() const { return !forward_pre_hooks_.empty() || !forward_hooks_.empty(); }
 
   // Registration. Names must be non-empty, without dots, and unique within this module.
   // A parameter becomes a leaf that requires grad (a tensor with history is detached first);

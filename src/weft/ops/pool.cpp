@@ -2,6 +2,7 @@
 
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
+#include "weft/kernels/cpu/layout.h"
 #include "weft/kernels/cpu/pool.h"
 #include "weft/monitor/profiler.h"
 
@@ -10,12 +11,7 @@ namespace weft {
 using autograd::record;
 using Grads = std::vector<Tensor>;
 
-static cpu::Pool2dParams params(const Pool2dOptions& o) {
-  cpu::Pool2dParams p{o.kernel, o.kernel, o.padding};
-  for (int i = 0; i < 2; ++i)
-    if (o.stride[i] != 0) p.stride[i] = o.stride[i];
-  return p;
-}
+static cpu::Pool2dParams params(const Pool2dOptions& o) { return {o.kernel, o.effective_stride(), o.padding}; }
 
 // For the profiler: one comparison or addition per window element per output.
 static double window_flops(const Tensor& out, const cpu::Pool2dParams& p) {
@@ -28,8 +24,9 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   monitor::OpScope scope("max_pool2d", {x});
   cpu::MaxPool2dResult r = cpu::max_pool2d(x, p, is_grad_enabled() && x.requires_grad());
   if (scope.active()) scope.set_cost(window_flops(r.out, p), monitor::bytes_of({x, r.out}));
-  record("max_pool2d", {x}, {r.out}, [shape = x.shape(), workspace = r.workspace, p](const Grads& g) {
-    return Grads{cpu::max_pool2d_backward(g[0], workspace, shape, p)};
+  record("max_pool2d", {x}, {r.out},
+         [shape = x.shape(), workspace = r.workspace, p, channels_last = cpu::is_channels_last(x)](const Grads& g) {
+           return Grads{cpu::max_pool2d_backward(g[0], workspace, shape, p, channels_last)};
   });
   return r.out;
 }
@@ -39,8 +36,8 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
   monitor::OpScope scope("avg_pool2d", {x});
   Tensor out = cpu::avg_pool2d(x, p);
   if (scope.active()) scope.set_cost(window_flops(out, p), monitor::bytes_of({x, out}));
-  record("avg_pool2d", {x}, {out}, [shape = x.shape(), p](const Grads& g) {
-    return Grads{cpu::avg_pool2d_backward(g[0], shape, p)};
+  record("avg_pool2d", {x}, {out}, [shape = x.shape(), p, channels_last = cpu::is_channels_last(x)](const Grads& g) {
+    return Grads{cpu::avg_pool2d_backward(g[0], shape, p, channels_last)};
   });
   return out;
 }

@@ -10,6 +10,10 @@ struct Pool2dOptions {
   std::array<int64_t, 2> kernel{2, 2};
   std::array<int64_t, 2> stride{0, 0};  // 0 = same as kernel (PyTorch's default)
   std::array<int64_t, 2> padding{0, 0};
+
+  std::array<int64_t, 2> effective_stride() const {
+    return {stride[0] != 0 ? stride[0] : kernel[0], stride[1] != 0 ? stride[1] : kernel[1]};
+  }
 };
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);

@@ -59,4 +59,9 @@ dnnl::memory memory(const dnnl::memory::desc& d, const Tensor& t) {
   return dnnl::memory(d, engine(), t.data_ptr());
 }
 
+dnnl::memory::desc channels_last_desc(const Shape& nchw, DType dtype) {
+  return dnnl::memory::desc(dnnl::memory::dims(nchw.begin(), nchw.end()), data_type(dtype),
+                            dnnl::memory::format_tag::nhwc);
+}
+
 }  // namespace weft::cpu::onednn

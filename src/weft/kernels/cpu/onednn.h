@@ -9,6 +9,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "weft/core/tensor.h"
+#include "weft/kernels/cpu/layout.h"
 
 namespace weft::cpu::onednn {
 
@@ -21,6 +22,9 @@ dnnl::memory::desc desc(const Tensor& t);                                    // 
 dnnl::memory::desc desc(const Tensor& t, const dnnl::memory::dims& dims);    // reinterpreted dims, dense
 dnnl::memory memory(const Tensor& t);                                        // wraps t's bytes
 dnnl::memory memory(const dnnl::memory::desc& d, const Tensor& t);
+
+// The descriptor of a channels-last tensor (kernels/cpu/layout.h) of shape `nchw`.
+dnnl::memory::desc channels_last_desc(const Shape& nchw, DType dtype);
 
 // How this CPU runs bf16 GEMMs and convolutions, as oneDNN dispatches them: with bf16 instructions
 // (AVX512-BF16, AMX), emulated with AVX-512 (correct but slower than f32), or not at all (oneDNN

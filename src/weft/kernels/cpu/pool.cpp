@@ -76,21 +76,35 @@ void for_each_cell(const Geometry& g, Cell&& cell) {
 }
 
 // --- oneDNN ---
-// Pooling reads the plain NCHW tensor in place (oneDNN's jit pooling handles nchw directly).
+// Pooling runs on its input's layout: a channels-last input (layout.h) gives a channels-last
+// output and gradient, anything else is read as plain NCHW. oneDNN's jit pooling handles both;
+// channels-last is the faster one, its vectors running along the channels.
 
-Tensor to_f32(const Tensor& t) { return Tensor::empty(t.shape(), DType::f32).copy_(t); }
-Tensor to_dtype(const Tensor& t, DType dtype) { return Tensor::empty(t.shape(), dtype).copy_(t); }
+Tensor to_f32(const Tensor& t) { return Tensor::empty_like(t, DType::f32).copy_(t); }
+Tensor to_dtype(const Tensor& t, DType dtype) { return Tensor::empty_like(t, dtype).copy_(t); }
 
 struct PoolDescs {
   memory::desc src, dst;
   memory::dims strides, kernel, padding;
 };
 
-PoolDescs pool_descs(const Geometry& g, DType dtype) {
+PoolDescs pool_descs(const Geometry& g, DType dtype, bool channels_last) {
   memory::data_type dt = onednn::data_type(dtype);
-  auto plain = [&](const memory::dims& dims) { return memory::desc(dims, dt, memory::format_tag::nchw); };
-  return {plain({g.N, g.C, g.H, g.W}), plain({g.N, g.C, g.OH, g.OW}),
+  const auto tag = channels_last ? memory::format_tag::nhwc : memory::format_tag::nchw;
+  auto desc = [&](const memory::dims& dims) { return memory::desc(dims, dt, tag); };
+  return {desc({g.N, g.C, g.H, g.W}), desc({g.N, g.C, g.OH, g.OW}),
           {g.p.stride[0], g.p.stride[1]}, {g.p.kernel[0], g.p.kernel[1]}, {g.p.padding[0], g.p.padding[1]}};
+}
+
+Tensor empty_in_layout(const Shape& shape, DType dtype, bool channels_last) {
+  return channels_last ? empty_channels_last(shape, dtype) : Tensor::empty(shape, dtype);
+}
+
+// t in the layout a pass runs on: itself, or a copy.
+Tensor in_layout(const Tensor& t, bool channels_last) {
+  if (!channels_last) return t.contiguous_untracked();
+  if (is_channels_last(t)) return t;
+  return empty_channels_last(t.shape(), t.dtype()).copy_(t);
 }
 
 dnnl::pooling_forward::primitive_desc forward_pd(algorithm alg, prop_kind kind, const PoolDescs& d) {
@@ -99,9 +113,10 @@ dnnl::pooling_forward::primitive_desc forward_pd(algorithm alg, prop_kind kind, 
 }
 
 MaxPool2dResult onednn_forward(algorithm alg, const Geometry& g, const Tensor& x, bool with_workspace) {
-  Tensor xc = x.contiguous_untracked();
-  MaxPool2dResult r{Tensor::empty({g.N, g.C, g.OH, g.OW}, x.dtype()), Tensor()};
-  PoolDescs d = pool_descs(g, x.dtype());
+  const bool channels_last = is_channels_last(x);
+  Tensor xc = in_layout(x, channels_last);
+  MaxPool2dResult r{empty_in_layout({g.N, g.C, g.OH, g.OW}, x.dtype(), channels_last), Tensor()};
+  PoolDescs d = pool_descs(g, x.dtype(), channels_last);
   auto pd = forward_pd(alg, with_workspace ? prop_kind::forward_training : prop_kind::forward_inference, d);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, onednn::memory(d.src, xc)},
                                        {DNNL_ARG_DST, onednn::memory(d.dst, r.out)}};
@@ -114,10 +129,11 @@ MaxPool2dResult onednn_forward(algorithm alg, const Geometry& g, const Tensor& x
   return r;
 }
 
-Tensor onednn_backward(algorithm alg, const Geometry& g, const Tensor& grad_out, const Tensor& workspace) {
-  Tensor go = grad_out.contiguous_untracked();
-  Tensor grad_x = Tensor::empty({g.N, g.C, g.H, g.W}, go.dtype());
-  PoolDescs d = pool_descs(g, go.dtype());
+Tensor onednn_backward(algorithm alg, const Geometry& g, const Tensor& grad_out, const Tensor& workspace,
+                       bool channels_last) {
+  Tensor go = in_layout(grad_out, channels_last);
+  Tensor grad_x = empty_in_layout({g.N, g.C, g.H, g.W}, go.dtype(), channels_last);
+  PoolDescs d = pool_descs(g, go.dtype(), channels_last);
   auto hint = forward_pd(alg, prop_kind::forward_training, d);
   dnnl::pooling_backward::desc desc(alg, d.src, d.dst, d.strides, d.kernel, d.padding, d.padding);
   dnnl::pooling_backward::primitive_desc pd(desc, onednn::engine(), hint);
@@ -156,7 +172,7 @@ MaxPool2dResult max_pool2d(const Tensor& x, const Pool2dParams& p, bool with_wor
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, const Shape& x_shape,
-                           const Pool2dParams& p) {
+                           const Pool2dParams& p, bool channels_last) {
   Geometry g = geometry("max_pool2d_backward", x_shape, p);
   check_grad_out("max_pool2d_backward", grad_out, {g.N, g.C, g.OH, g.OW});
   check_floating("max_pool2d_backward", grad_out);
@@ -164,8 +180,9 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, cons
              "max_pool2d_backward: no workspace; run the forward max_pool2d with with_workspace=true");
   if (workspace.dtype() == DType::i64) return reference::max_pool2d_backward(grad_out, workspace, x_shape, p);
   if (grad_out.dtype() == DType::f16)
-    return to_dtype(onednn_backward(algorithm::pooling_max, g, to_f32(grad_out), workspace), DType::f16);
-  return onednn_backward(algorithm::pooling_max, g, grad_out, workspace);
+    return to_dtype(onednn_backward(algorithm::pooling_max, g, to_f32(grad_out), workspace, channels_last),
+                    DType::f16);
+  return onednn_backward(algorithm::pooling_max, g, grad_out, workspace, channels_last);
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
@@ -177,16 +194,18 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   return onednn_forward(algorithm::pooling_avg_include_padding, g, x, false).out;
 }
 
-Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p) {
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p,
+                           bool channels_last) {
   Geometry g = geometry("avg_pool2d_backward", x_shape, p);
   check_grad_out("avg_pool2d_backward", grad_out, {g.N, g.C, g.OH, g.OW});
   check_floating("avg_pool2d_backward", grad_out);
   if (grad_out.dtype() == DType::f64 || grad_out.numel() == 0)
     return reference::avg_pool2d_backward(grad_out, x_shape, p);
   if (grad_out.dtype() == DType::f16)
-    return to_dtype(onednn_backward(algorithm::pooling_avg_include_padding, g, to_f32(grad_out), Tensor()),
-                    DType::f16);
-  return onednn_backward(algorithm::pooling_avg_include_padding, g, grad_out, Tensor());
+    return to_dtype(
+        onednn_backward(algorithm::pooling_avg_include_padding, g, to_f32(grad_out), Tensor(), channels_last),
+        DType::f16);
+  return onednn_backward(algorithm::pooling_avg_include_padding, g, grad_out, Tensor(), channels_last);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {

@@ -1,5 +1,9 @@
 // 2-d pooling kernels over NCHW tensors (not differentiable; ops/pool.h builds autograd on top).
 //
+// The oneDNN paths keep their input's layout: a channels-last input (layout.h) gives a
+// channels-last output, and its backward, told so, a channels-last gradient; any other input is
+// pooled as plain NCHW.
+//
 // max and avg pooling run on oneDNN for f32 and bf16, in f32 for f16, and as the reference loops
 // for f64 (gradient checks). Output size per spatial dim: floor((H + 2 pad - kernel) / stride) + 1
 // (PyTorch's ceil_mode=false); padding may be at most half the kernel, so no window lies wholly in
@@ -31,13 +35,16 @@ Shape pool2d_output_shape(const char* op, const Shape& x, const Pool2dParams& p)
 
 // workspace: what the backward needs to find each window's maximum. oneDNN's opaque bytes (u8) for
 // f32 / bf16 / f16, or the argmax (i64, h * W + w within each plane) from the reference loops.
+// The workspace is laid out for the forward's layout, so its backward must be given the same
+// `channels_last` (is_channels_last of its input).
 struct MaxPool2dResult { Tensor out, workspace; };
 MaxPool2dResult max_pool2d(const Tensor& x, const Pool2dParams& p, bool with_workspace);
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, const Shape& x_shape,
-                           const Pool2dParams& p);
+                           const Pool2dParams& p, bool channels_last = false);
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
-Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p);
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p,
+                           bool channels_last = false);
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape);
