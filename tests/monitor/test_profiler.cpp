@@ -12,7 +12,9 @@
 #include "weft/nn/gpt.h"
 #include "weft/nn/models.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/activation.h"
 #include "weft/ops/conv.h"
+#include "weft/ops/pool.h"
 #include "weft/ops/linear.h"
 #include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
@@ -417,6 +419,10 @@ TEST(Profiler, EveryOpOfTheBuiltInModelsHasAFamily) {
     Tensor y = Tensor::from_vector(std::vector<double>{1, 2}, {2}, DType::i64);
     cross_entropy((*model)(Tensor::randn({2, 1, 28, 28}, gen)), y).backward();
     sgd.step();
+    // Its Sequential runs conv -> relu -> pool fused; each op alone too.
+    Tensor x = Tensor::randn({2, 3, 8, 8}, gen);
+    x.requires_grad_();
+    sum(max_pool2d(relu(conv2d(x, Tensor::randn({4, 3, 3, 3}, gen))), Pool2dOptions{})).backward();
   }
   for (std::optional<DType> precision : {std::optional<DType>{}, std::optional<DType>{DType::bf16}}) {  // GPT, AdamW
     nn::GPT gpt(nn::GPTConfig{.layers = 1, .heads = 2, .dim = 16, .context = 8, .vocab = 32});

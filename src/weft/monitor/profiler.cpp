@@ -320,6 +320,8 @@ constexpr std::pair<std::string_view, const char*> kFamilies[] = {
     {"matmul", "GEMM"},
     {"linear", "GEMM"},
     {"conv2d", "convolution"},
+    {"conv2d_relu", "convolution"},  // the fused blocks the CNN's Sequential runs
+    {"conv2d_relu_max_pool2d", "convolution"},
     {"scaled_dot_product_attention", "attention"},
     {"softmax", "attention"},
     {"layer_norm", "normalisation"},
