@@ -32,25 +32,21 @@ void quantize_loop(const float* x, Q* q, int64_t n, const QuantParams& p, DType 
   const float scale = p.scale, zp = static_cast<float>(p.zero_point);
   const float lo = static_cast<float>(quant_min(dtype)) - zp, hi = static_cast<float>(quant_max(dtype)) - zp;
   const float magic = 12582912.0f;  // 1.5 * 2^23
-  parallel_for(n, n >= kParallelGrain, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) {
-      float v = x[i] / scale;
-      v = v > lo ? v : lo;
-      v = v < hi ? v : hi;
-      q[i] = static_cast<Q>((v + magic) - magic + zp);
-    }
-  });
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v > lo ? v : lo;
+    v = v < hi ? v : hi;
+    q[i] = static_cast<Q>((v + magic) - magic + zp);
+  }
 }
 
 template <typename Q>
 void dequantize_loop(const Q* q, float* x, int64_t n, const QuantParams& p) {
   const float scale = p.scale;
   const int32_t zp = p.zero_point;
-  parallel_for(n, n >= kParallelGrain, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) x[i] = static_cast<float>(static_cast<int32_t>(q[i]) - zp) * scale;
-  });
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(static_cast<int32_t>(q[i]) - zp) * scale;
 }
 
 }  // namespace
@@ -116,20 +112,11 @@ MinMax aminmax(const Tensor& x) {
   const float* p = xc.data<float>();
   const int64_t n = xc.numel();
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-  auto range = [&](int64_t begin, int64_t end) {
-    float l = std::numeric_limits<float>::infinity(), h = -l;
-#pragma omp simd reduction(min : l) reduction(max : h)
-    for (int64_t i = begin; i < end; ++i) {
-      l = p[i] < l ? p[i] : l;
-      h = p[i] > h ? p[i] : h;
-    }
-#pragma omp critical(weft_aminmax)
-    {
-      lo = l < lo ? l : lo;
-      hi = h > hi ? h : hi;
-    }
-  };
-  parallel_for(n, n >= kParallelGrain, range);
+#pragma omp parallel for simd reduction(min : lo) reduction(max : hi) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    lo = p[i] < lo ? p[i] : lo;
+    hi = p[i] > hi ? p[i] : hi;
+  }
   if (lo > hi) return {};  // empty, or only NaN
   return {lo, hi};
 }
