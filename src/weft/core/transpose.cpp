@@ -6,15 +6,7 @@
 #include "weft/core/error.h"
 #include "weft/core/threads.h"
 
-#ifdef __AVX512F__
-// GCC 12's AVX-512 headers start some intrinsics from undefined vectors, which -Wuninitialized
-// reports wherever they are inlined (GCC bug 105593): silenced around the include.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "weft/core/immintrin.h"
 
 namespace weft {
 

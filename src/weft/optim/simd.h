@@ -11,14 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __AVX512F__
-// GCC 12's AVX-512 headers trip -Wuninitialized where inlined (GCC bug 105593; see attention.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "weft/core/immintrin.h"
 
 namespace weft::optim {
 

@@ -11,16 +11,7 @@
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu/fast_math.h"
 
-#ifdef __AVX512F__
-// GCC 12's AVX-512 headers start broadcasts from _mm512_undefined_ps(), which -Wuninitialized
-// reports wherever they are inlined (GCC bug 105593, fixed in GCC 13); the diagnostic is keyed to
-// the header's lines, so silencing it around the include covers every use below.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "weft/core/immintrin.h"
 
 namespace weft::cpu {
 
