@@ -65,33 +65,29 @@ TEST(Autocast, LinearWeightGradientKeepsTheGemmsF32Accumulation) {
     sum(mul(linear(x, w, Tensor()), g.to(DType::bf16))).backward();
   }
   ASSERT_EQ(w.grad().dtype(), DType::f32);
-  std::vector<double> xs = x.to(DType::bf16).to_vector<double>(), gs = g.to(DType::bf16).to_vector<double>();
-  std::vector<double> got = w.grad().to_vector<double>();
-  double worst_relative = 0;
-  for (int64_t o = 0; o < 24; ++o)
-    for (int64_t i = 0; i < 48; ++i) {
-      double exact = 0, magnitude = 0;
-      for (int64_t r = 0; r < 64; ++r) {
-        exact += gs[r * 24 + o] * xs[r * 48 + i];
-        magnitude += std::abs(gs[r * 24 + o] * xs[r * 48 + i]);
+  const std::vector<double> xs = x.to(DType::bf16).to_vector<double>(), gs = g.to(DType::bf16).to_vector<double>();
+  const std::vector<double> ws = w.to(DType::bf16).to_vector<double>();
+  // The worst |got[i][j] - exact| / sum_k |term(i, j, k)| over got [rows, 48], exact the f64 sum.
+  auto worst_relative = [](const Tensor& got_tensor, int64_t rows, int64_t depth, auto term) {
+    const std::vector<double> got = got_tensor.to_vector<double>();
+    double worst = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < 48; ++j) {
+        double exact = 0, magnitude = 0;
+        for (int64_t k = 0; k < depth; ++k) {
+          exact += term(i, j, k);
+          magnitude += std::abs(term(i, j, k));
+        }
+        worst = std::max(worst, std::abs(got[i * 48 + j] - exact) / magnitude);
       }
-      worst_relative = std::max(worst_relative, std::abs(got[o * 48 + i] - exact) / magnitude);
-    }
-  EXPECT_LT(worst_relative, 1e-5);
+    return worst;
+  };
+  EXPECT_LT(worst_relative(w.grad(), 24, 64, [&](int64_t o, int64_t i, int64_t r) { return gs[r * 24 + o] * xs[r * 48 + i]; }),
+            1e-5);
   // The same for x's gradient, g_bf16 @ w_bf16, which leaves its GEMM in x's f32.
   ASSERT_EQ(x.grad().dtype(), DType::f32);
-  std::vector<double> ws = w.to(DType::bf16).to_vector<double>(), gx = x.grad().to_vector<double>();
-  worst_relative = 0;
-  for (int64_t r = 0; r < 64; ++r)
-    for (int64_t i = 0; i < 48; ++i) {
-      double exact = 0, magnitude = 0;
-      for (int64_t o = 0; o < 24; ++o) {
-        exact += gs[r * 24 + o] * ws[o * 48 + i];
-        magnitude += std::abs(gs[r * 24 + o] * ws[o * 48 + i]);
-      }
-      worst_relative = std::max(worst_relative, std::abs(gx[r * 48 + i] - exact) / magnitude);
-    }
-  EXPECT_LT(worst_relative, 1e-5);
+  EXPECT_LT(worst_relative(x.grad(), 64, 24, [&](int64_t r, int64_t i, int64_t o) { return gs[r * 24 + o] * ws[o * 48 + i]; }),
+            1e-5);
 }
 
 // Under AutocastCopies, linear reads the weight's copy instead of casting it, and the gradient
