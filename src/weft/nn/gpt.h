@@ -16,7 +16,8 @@
 // Generation (nn/generate.h) runs the cached forward: with a KVCache from make_kv_cache, tokens
 // holds only the positions after the cache's length(), so a prompt is one forward and each new
 // token one more of a single position. Positions continue from the cache's length, and the
-// logits equal those of the uncached forward over the whole sequence at the same positions.
+// logits equal, up to f32 rounding, those of the uncached forward over the whole sequence at the
+// same positions.
 // Call it as model(tokens, cache): the hooks of GPT, h, each block and its children run as in the
 // uncached call (see nn/module.h; they see the tokens and activations, not the cache).
 //

@@ -5,7 +5,9 @@
 // result is a new contiguous [batch..., M, N] tensor.
 //
 //   inputs   out_dtype (default: the inputs')   engine
-//   f32      f32                                 oneDNN
+//   f32      f32                                 oneDNN; 1 to 4 rows against a b whose columns
+//                                                are contiguous (a Linear weight): dot products
+//                                                here (oneDNN would repack b on every call)
 //   bf16     bf16 or f32                         oneDNN (AVX512-BF16 / AMX), f32 accumulation
 //   f16      f16 or f32                          inputs widened to f32, then oneDNN f32
 //   f64      f64                                 blocked loops here, f64 accumulation
