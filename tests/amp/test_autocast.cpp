@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "expect_error.h"
+#include "weft/autograd/node.h"
 #include "weft/core/random.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
@@ -145,6 +146,9 @@ TEST(Autocast, CrossEntropyWidensSixteenBitLogitsInsideItsKernel) {
     loss_low = cross_entropy(low, targets);
   }
   ASSERT_EQ(loss_low.dtype(), DType::f32);
+  // No recorded cast in between: cross_entropy's node takes the bf16 logits' gradient itself.
+  ASSERT_EQ(loss_low.grad_fn()->name(), "cross_entropy");
+  EXPECT_EQ(loss_low.grad_fn()->next_edges[0].dtype, DType::bf16);
   EXPECT_EQ(loss_low.item(), loss_wide.item());
   loss_low.backward();
   loss_wide.backward();

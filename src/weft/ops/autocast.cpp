@@ -18,7 +18,7 @@ constexpr std::pair<std::string_view, Policy> kPolicy[] = {
     {"scaled_dot_product_attention", Policy::lower},
     {"softmax", Policy::f32},       {"log_softmax", Policy::f32},    {"exp", Policy::f32},
     {"log", Policy::f32},           {"pow", Policy::f32},            {"sqrt", Policy::f32},
-    {"layer_norm", Policy::f32},    {"batch_norm", Policy::f32},     {"cross_entropy", Policy::f32},
+    {"layer_norm", Policy::f32},    {"batch_norm", Policy::f32},     {"cross_entropy", Policy::f32_inside},
     {"mse_loss", Policy::f32},      {"sum", Policy::f32},
 };
 

@@ -25,10 +25,13 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction re
   WEFT_CHECK(label_smoothing >= 0 && label_smoothing <= 1, ValueError,
              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   cpu::CrossEntropyForward f = cpu::cross_entropy_forward(logits, target, ignore_index, label_smoothing);
+  // Under autocast 16-bit logits come in uncast, and the loss is f32 as if they had been widened.
+  const bool widened_inside = autocast_dtype() && (logits.dtype() == DType::bf16 || logits.dtype() == DType::f16);
+  const DType loss_dtype = widened_inside ? DType::f32 : logits.dtype();
   Tensor out;
   double scale = 1;
   if (reduction == Reduction::none) {
-    out = Tensor::empty(f.loss.shape(), logits.dtype()).copy_(f.loss);
+    out = Tensor::empty(f.loss.shape(), loss_dtype).copy_(f.loss);
   } else {
     double total = cpu::sum(f.loss, {}, false).item();
     if (reduction == Reduction::mean) {
@@ -36,7 +39,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction re
       total = f.count > 0 ? total / static_cast<double>(f.count) : std::numeric_limits<double>::quiet_NaN();
       scale = f.count > 0 ? 1.0 / static_cast<double>(f.count) : 0.0;
     }
-    out = Tensor::scalar(total, logits.dtype());
+    out = Tensor::scalar(total, loss_dtype);
   }
   if (scope.active())  // as log_softmax: max, sub, exp, sum, sub per logit
     scope.set_cost(5.0 * logits.numel(), monitor::bytes_of({logits, target, f.lse, out}));
