@@ -94,18 +94,27 @@ NormForward layer_norm(const Tensor& x, int64_t D, const Tensor& weight_in, cons
       T* out = py + i * D;
       // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels
       // catastrophically when |mean| >> std; the row is in cache for the second pass anyway.
+      // The sums run in SIMD lanes (16 partial sums, then added), not one after another.
       A sum = 0;
+#pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < D; ++j) sum += static_cast<A>(row[j]);
       const A mu = sum / static_cast<A>(D);
       A var = 0;
+#pragma omp simd reduction(+ : var)
       for (int64_t j = 0; j < D; ++j) {
         const A d = static_cast<A>(row[j]) - mu;
         var += d * d;
       }
       const A rs = A(1) / std::sqrt(var / static_cast<A>(D) + static_cast<A>(eps));
-      for (int64_t j = 0; j < D; ++j) {
-        const A xhat = (static_cast<A>(row[j]) - mu) * rs;
-        out[j] = convert<T>(xhat * (w ? static_cast<A>(w[j]) : A(1)) + (b ? static_cast<A>(b[j]) : A(0)));
+      if (w && b) {
+#pragma omp simd
+        for (int64_t j = 0; j < D; ++j)
+          out[j] = convert<T>((static_cast<A>(row[j]) - mu) * rs * static_cast<A>(w[j]) + static_cast<A>(b[j]));
+      } else {
+        for (int64_t j = 0; j < D; ++j) {
+          const A xhat = (static_cast<A>(row[j]) - mu) * rs;
+          out[j] = convert<T>(xhat * (w ? static_cast<A>(w[j]) : A(1)) + (b ? static_cast<A>(b[j]) : A(0)));
+        }
       }
       pm[i] = mu;
       pr[i] = rs;
@@ -153,16 +162,23 @@ NormBackward layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Te
         T* out = pdx + i * D;
         const A mu = pm[i], rs = pr[i];
         A sum_dn = 0, sum_dn_xhat = 0;  // dn = dL/dxhat = g * w
+#pragma omp simd reduction(+ : sum_dn, sum_dn_xhat)
         for (int64_t j = 0; j < D; ++j) {
           const A xhat = (static_cast<A>(row[j]) - mu) * rs;
-          const A gj = static_cast<A>(g[j]);
-          const A dn = gj * (w ? static_cast<A>(w[j]) : A(1));
+          const A dn = static_cast<A>(g[j]) * (w ? static_cast<A>(w[j]) : A(1));
           sum_dn += dn;
           sum_dn_xhat += dn * xhat;
-          if (dw) dw[j] += gj * xhat;
-          if (db) db[j] += gj;
+        }
+        if (dw || db) {
+#pragma omp simd
+          for (int64_t j = 0; j < D; ++j) {
+            const A gj = static_cast<A>(g[j]);
+            if (dw) dw[j] += gj * ((static_cast<A>(row[j]) - mu) * rs);
+            if (db) db[j] += gj;
+          }
         }
         const A mean_dn = sum_dn / static_cast<A>(D), mean_dn_xhat = sum_dn_xhat / static_cast<A>(D);
+#pragma omp simd
         for (int64_t j = 0; j < D; ++j) {
           const A xhat = (static_cast<A>(row[j]) - mu) * rs;
           const A dn = static_cast<A>(g[j]) * (w ? static_cast<A>(w[j]) : A(1));
