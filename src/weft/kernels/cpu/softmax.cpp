@@ -56,7 +56,9 @@ void for_each_lane(const Lanes& l, RowFn&& row, BlockFn&& block) {
 
 // The max and the sum of exp(x - m) of a contiguous row, in 16 partial results: GCC vectorises
 // those loops but not a single running max or sum, whose order it may not change. The partial
-// results combine in a fixed order, so the result does not depend on threads.
+// results combine in a fixed order, so the result does not depend on threads. The inner loops
+// say `omp simd`: GCC otherwise unrolls them completely first, and with straight-line (SLP)
+// vectorisation off (CMakeLists.txt) the max ran scalar.
 constexpr int64_t kLanes = 16;
 
 template <typename A, typename T>
@@ -65,6 +67,7 @@ A row_max(const T* x, int64_t n) {
   std::fill_n(part, kLanes, -std::numeric_limits<A>::infinity());
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
+#pragma omp simd simdlen(kLanes)
     for (int64_t j = 0; j < kLanes; ++j) part[j] = std::max(part[j], static_cast<A>(x[i + j]));
   for (; i < n; ++i) part[0] = std::max(part[0], static_cast<A>(x[i]));
   return *std::max_element(part, part + kLanes);
@@ -75,6 +78,7 @@ A row_sum_exp(const T* x, int64_t n, A m) {
   A part[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
+#pragma omp simd simdlen(kLanes)
     for (int64_t j = 0; j < kLanes; ++j) part[j] += fast_exp(static_cast<A>(x[i + j]) - m);
   for (; i < n; ++i) part[0] += fast_exp(static_cast<A>(x[i]) - m);
   A s = 0;
