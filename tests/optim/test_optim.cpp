@@ -9,7 +9,10 @@
 
 #include "optim/golden/optim_golden.h"
 #include "weft/core/threads.h"
+#include "weft/core/random.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/linear.h"
+#include "weft/ops/reduce.h"
 #include "weft/optim/adam.h"
 #include "weft/optim/clip.h"
 #include "weft/optim/schedule.h"
@@ -412,6 +415,54 @@ TEST(ClipGradNorm, RejectsBadArguments) {
   EXPECT_THROW(clip_grad_norm({a}, -1.0), ValueError);
   EXPECT_THROW(clip_grad_norm({a}, 1.0, 0), ValueError);
   EXPECT_THROW(clip_grad_norm({a}, 1.0, -2), ValueError);
+}
+
+// Two micro-batches through a weight used twice (as a tied embedding is) and a bias; one more
+// parameter gets its gradient by hand, outside any backward. Armed before the second backward,
+// the hooks' shares add up to grad_norm's bits.
+TEST(BackwardGradNorm, EqualsGradNormBitForBit) {
+  for (double norm_type : {2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+    Generator gen(7);
+    Tensor w = Tensor::randn({40000, 3}, gen).requires_grad_(true);  // three chunks of the norm's
+    Tensor b = Tensor::randn({5}, gen).requires_grad_(true);
+    Tensor by_hand = Tensor::randn({4}, gen).requires_grad_(true);
+    Tensor idle = Tensor::randn({6}, gen).requires_grad_(true);  // never gets a gradient
+    BackwardGradNorm tally({w, b, by_hand, idle}, norm_type);
+    auto micro_batch = [&] {
+      Tensor x = Tensor::randn({2, 3}, gen);
+      Tensor y = linear(x, w);
+      sum(add(mul(y, y), mul(sum(mul(w, w)), 0.5))).backward();
+      sum(mul(b, b)).backward();
+    };
+    micro_batch();
+    tally.arm();
+    micro_batch();
+    by_hand.set_grad(Tensor::randn({4}, gen));
+    const double expected = grad_norm({w, b, by_hand, idle}, norm_type);
+    ASSERT_GT(expected, 0);
+    EXPECT_EQ(tally.norm(), expected) << "norm_type " << norm_type;
+  }
+}
+
+// arm() drops the shares of an earlier step: a gradient that grew since is read as it is now.
+TEST(BackwardGradNorm, ArmForgetsEarlierShares) {
+  Tensor w = Tensor::ones({3}).requires_grad_(true);
+  BackwardGradNorm tally({w});
+  tally.arm();
+  sum(mul(w, 2.0)).backward();  // grad 2: share taken
+  EXPECT_DOUBLE_EQ(tally.norm(), std::sqrt(12.0));
+  sum(mul(w, 2.0)).backward();  // disarmed: grad 4, no share
+  tally.arm();
+  EXPECT_DOUBLE_EQ(tally.norm(), std::sqrt(48.0));
+}
+
+// Its hooks go with it: a backward after it is gone runs as before.
+TEST(BackwardGradNorm, RemovesItsHooks) {
+  Tensor w = Tensor::ones({3}).requires_grad_(true);
+  { BackwardGradNorm(std::vector<Tensor>{w}).arm(); }
+  sum(mul(w, 2.0)).backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
+  EXPECT_THROW(BackwardGradNorm({w}, 0), ValueError);
 }
 
 }  // namespace

@@ -93,8 +93,8 @@ double max_abs(const T* x, int64_t n) {
   return any_nan ? kNaN : top;
 }
 
-// The norm of `grads` (contiguous), as grad_norm says.
-double total_norm(const std::vector<Tensor>& grads, double norm_type) {
+// Each chunk's share of the norm of `grads` (contiguous), in chunk order.
+std::vector<double> chunk_shares(const std::vector<Tensor>& grads, double norm_type) {
   const std::vector<Chunk> chunks = chunks_of(grads);
   std::vector<double> partial(chunks.size());
   int64_t total = 0;
@@ -109,10 +109,21 @@ double total_norm(const std::vector<Tensor>& grads, double norm_type) {
       return max_norm ? max_abs(x, ch.end - ch.begin) : power_sum(x, ch.end - ch.begin, norm_type);
     });
   }
+  return partial;
+}
+
+// The norm from the chunks' shares, added in order.
+double combine_shares(const std::vector<double>& partial, double norm_type) {
+  const bool max_norm = std::isinf(norm_type);
   double sum = 0;
   for (double part : partial) sum = max_norm ? (std::isnan(part) || std::isnan(sum) ? kNaN : std::max(sum, part)) : sum + part;
   if (max_norm) return sum;
   return norm_type == 2 ? std::sqrt(sum) : std::pow(sum, 1 / norm_type);
+}
+
+// The norm of `grads` (contiguous), as grad_norm says.
+double total_norm(const std::vector<Tensor>& grads, double norm_type) {
+  return combine_shares(chunk_shares(grads, norm_type), norm_type);
 }
 
 void check_norm_type(double norm_type) {
@@ -141,6 +152,41 @@ double grad_norm(const std::vector<Tensor>& params, double norm_type) {
     scope.set_cost(2.0 * n, monitor::bytes_of(grads));
   }
   return total;
+}
+
+BackwardGradNorm::BackwardGradNorm(const std::vector<Tensor>& params, double norm_type)
+    : params_(params), norm_type_(norm_type), shares_(params.size()) {
+  check_norm_type(norm_type);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].defined())
+      hooks_.push_back(params_[i].register_grad_ready_hook([this, i](const Tensor& leaf) {
+        if (!armed_ || !leaf.grad().defined()) return;
+        const Tensor grad = leaf.grad().contiguous_untracked();
+        monitor::OpScope scope("grad_norm", {grad});
+        shares_[i] = chunk_shares({grad}, norm_type_);
+        if (scope.active()) scope.set_cost(2.0 * static_cast<double>(grad.numel()), monitor::bytes_of({grad}));
+      }));
+}
+
+BackwardGradNorm::~BackwardGradNorm() {
+  for (RemovableHandle& hook : hooks_) hook.remove();
+}
+
+void BackwardGradNorm::arm() {
+  for (std::optional<std::vector<double>>& share : shares_) share.reset();
+  armed_ = true;
+}
+
+double BackwardGradNorm::norm() {
+  armed_ = false;
+  std::vector<double> partial;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.defined() || !p.grad().defined()) continue;
+    if (!shares_[i]) shares_[i] = chunk_shares({p.grad().contiguous_untracked()}, norm_type_);
+    partial.insert(partial.end(), shares_[i]->begin(), shares_[i]->end());
+  }
+  return combine_shares(partial, norm_type_);
 }
 
 double clip_coefficient(double total_norm, double max_norm) {

@@ -40,7 +40,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
 
 StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
                                std::optional<DType> low_precision, const amp::GradScaler* scaler,
-                               bool tally_correct) {
+                               bool tally_correct, optim::BackwardGradNorm* grad_norm) {
   StepTally tally;
   const int64_t samples = batch.targets.size(0);
   const double predictions = static_cast<double>(batch.targets.numel());
@@ -60,6 +60,7 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
     }
     {
       monitor::PhaseScope phase("backward");
+      if (grad_norm && begin + length == samples) grad_norm->arm();
       (scaler ? scaler->scale(loss) : loss).backward();
     }
     tally.loss_sum += loss_sum.item();
@@ -70,14 +71,15 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
 
 StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
-                          const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct) {
+                          const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct,
+                          optim::BackwardGradNorm* grad_norm) {
   for (;;) {
     optimizer.zero_grad();
     try {
       // The parameters stay as the last optimizer step left them until the next: their copies
       // are current.
       AutocastCopies copies(optimizer.params(), optimizer.low_precision_copies());
-      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct);
+      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct, grad_norm);
     } catch (const OutOfMemoryError& e) {
       // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
       // batch, so the update, stays the same.

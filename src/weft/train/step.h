@@ -15,6 +15,7 @@
 #include "weft/data/dataset.h"
 #include "weft/io/tensorboard.h"
 #include "weft/nn/module.h"
+#include "weft/optim/clip.h"
 #include "weft/optim/optimizer.h"
 
 namespace weft::train {
@@ -38,17 +39,20 @@ struct StepTally {
 // cross-entropy divided by the whole batch's number of predictions, so the accumulated gradients
 // are those of the batch's mean loss however it is cut. The optimizer step is the caller's.
 // `tally_correct` counts correct predictions: an argmax over every class, which a language
-// model's vocabulary makes a visible part of the step, so it does not ask.
+// model's vocabulary makes a visible part of the step, so it does not ask. `grad_norm`, when
+// given, is armed before the last micro-batch's backward, so that it reads the final gradients as
+// they become ready.
 StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
                                std::optional<DType> low_precision, const amp::GradScaler* scaler,
-                               bool tally_correct = true);
+                               bool tally_correct = true, optim::BackwardGradNorm* grad_norm = nullptr);
 
 // zero_grad and accumulate_gradients; with `auto_batch`, an OutOfMemoryError halves
 // `micro_batch` (said on `log`) and redoes the step from scratch, so the update stays the same.
 // Without it, or at a micro-batch of 1, the error propagates.
 StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
-                          const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct = true);
+                          const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct = true,
+                          optim::BackwardGradNorm* grad_norm = nullptr);
 
 // optimizer.step(grad_factor), or for fp16 the scaler's step and update, telling `log` about
 // skipped steps and a loss scale stuck at its minimum. Returns whether the parameters were updated.

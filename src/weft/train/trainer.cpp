@@ -267,6 +267,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   std::optional<amp::GradScaler> scaler;
   if (o.precision == amp::Precision::fp16) scaler.emplace();
   amp::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
+  // Clipping's norm is read while backward runs, each gradient as it becomes final (in cache),
+  // except under fp16, whose scaler rewrites the gradients (unscale) after backward.
+  std::optional<optim::BackwardGradNorm> backward_norm;
+  if (clip_grad > 0 && !scaler) backward_norm.emplace(model->parameters());
 
   std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed);
   data::DataLoader loader(task->train_data(), sampler, batch_size, /*drop_last=*/false, o.prefetch);
@@ -432,8 +436,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
       epoch_items = epoch_correct = 0;
     }
     optim::set_scheduled_lr(*optimizer, *schedule, state.step);
-    const StepTally tally = accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision,
-                                            scaler_ptr, state.step, log, task->tallies_accuracy());
+    const StepTally tally =
+        accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step,
+                        log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr);
     // fp16's loss scaler skips the steps whose loss or gradients overflow f16, and says when that
     // persists.
     if (!scaler && !std::isfinite(tally.loss_sum)) diverged("the training loss", tally.loss_sum, state.step + 1);
@@ -444,7 +449,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
       double grad_factor = 1;
       if (clip_grad > 0) {
         if (scaler) scaler->unscale_(*optimizer);
-        grad_factor = optim::clip_coefficient(optim::grad_norm(model->parameters()), clip_grad);
+        const double norm = backward_norm ? backward_norm->norm() : optim::grad_norm(model->parameters());
+        grad_factor = optim::clip_coefficient(norm, clip_grad);
       }
       apply_update(*optimizer, scaler_ptr, state.step + 1, log, grad_factor);
     }
