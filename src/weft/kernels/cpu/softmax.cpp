@@ -10,6 +10,7 @@
 #include "weft/core/convert.h"
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu/fast_math.h"
+#include "weft/kernels/cpu/widen.h"
 
 namespace weft::cpu {
 
@@ -58,17 +59,27 @@ void for_each_lane(const Lanes& l, RowFn&& row, BlockFn&& block) {
 // those loops but not a single running max or sum, whose order it may not change. The partial
 // results combine in a fixed order, so the result does not depend on threads. The inner loops
 // say `omp simd`: GCC otherwise unrolls them completely first, and with straight-line (SLP)
-// vectorisation off (CMakeLists.txt) the max ran scalar.
+// vectorisation off (CMakeLists.txt) the max ran scalar. bf16 rows are widened 16 at a time
+// (widen.h).
 constexpr int64_t kLanes = 16;
+static_assert(kLanes == kWidenLanes);
 
 template <typename A, typename T>
 A row_max(const T* x, int64_t n) {
   A part[kLanes];
   std::fill_n(part, kLanes, -std::numeric_limits<A>::infinity());
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
+  for (; i + kLanes <= n; i += kLanes) {
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      float w[kLanes];
+      widen16(x + i, w);
 #pragma omp simd simdlen(kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) part[j] = std::max(part[j], static_cast<A>(x[i + j]));
+      for (int64_t j = 0; j < kLanes; ++j) part[j] = std::max(part[j], w[j]);
+    } else {
+#pragma omp simd simdlen(kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) part[j] = std::max(part[j], static_cast<A>(x[i + j]));
+    }
+  }
   for (; i < n; ++i) part[0] = std::max(part[0], static_cast<A>(x[i]));
   return *std::max_element(part, part + kLanes);
 }
@@ -77,9 +88,17 @@ template <typename A, typename T>
 A row_sum_exp(const T* x, int64_t n, A m) {
   A part[kLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
+  for (; i + kLanes <= n; i += kLanes) {
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      float w[kLanes];
+      widen16(x + i, w);
 #pragma omp simd simdlen(kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) part[j] += fast_exp(static_cast<A>(x[i + j]) - m);
+      for (int64_t j = 0; j < kLanes; ++j) part[j] += fast_exp(w[j] - m);
+    } else {
+#pragma omp simd simdlen(kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) part[j] += fast_exp(static_cast<A>(x[i + j]) - m);
+    }
+  }
   for (; i < n; ++i) part[0] += fast_exp(static_cast<A>(x[i]) - m);
   A s = 0;
   for (A p : part) s += p;
@@ -274,7 +293,19 @@ void cross_entropy_backward_position(const T* p, T* dx, int64_t C, int64_t st, i
                                      acc_type<T> lse, acc_type<T> g) {
   using A = acc_type<T>;
   const A off = A(eps / static_cast<double>(C)), on = A(1 - eps) + off;
-  for (int64_t c = 0; c < C; ++c) {
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (st == 1) {
+      for (; c + kLanes <= C; c += kLanes) {
+        float w[kLanes];
+        widen16(p + c, w);
+#pragma omp simd simdlen(kLanes)
+        for (int64_t j = 0; j < kLanes; ++j) w[j] = (fast_exp(w[j] - lse) - (c + j == t ? on : off)) * g;
+        narrow16(w, dx + c);
+      }
+    }
+  }
+  for (; c < C; ++c) {
     const A prob = fast_exp(static_cast<A>(p[c * st]) - lse);
     dx[c * st] = convert<T>((prob - (c == t ? on : off)) * g);
   }
