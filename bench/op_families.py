@@ -8,6 +8,7 @@
 #
 #   python3 bench/op_families.py build/weft
 #   python3 bench/op_families.py OLD/weft build/weft
+#   WORKLOAD="GPT-2 124M" python3 bench/op_families.py OLD/weft build/weft   (one workload)
 import json
 import os
 import subprocess
@@ -38,7 +39,10 @@ def families(weft, workload, precision):
 def main():
     binaries = sys.argv[1:] or ["build/weft"]
     names = ["before", "after"] if len(binaries) == 2 else [""]
-    for workload in WORKLOADS:
+    only = os.environ.get("WORKLOAD")
+    if only and only not in WORKLOADS:
+        sys.exit(f"WORKLOAD={only!r} is none of: {', '.join(WORKLOADS)}")
+    for workload in [only] if only else WORKLOADS:
         columns = []  # (title, {family: ms}, step ms)
         for precision in ("fp32", "bf16"):
             for name, weft in zip(names, binaries):
