@@ -3,11 +3,16 @@
 // save after the kill removes what the killed one left. Its logs (metrics.jsonl, TensorBoard) hold
 // every step once, as the unkilled run's do.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -78,6 +83,65 @@ TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
     }
   }
   EXPECT_GT(kills, 10) << "both saves' operations are reached";
+}
+
+// Starts `weft args` with its output in `log`, returning its pid.
+pid_t start_weft(const std::string& args, const std::string& log) {
+  const std::string command = "exec " + std::string(WEFT_CLI_PATH) + " " + args + " >" + log + " 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int records_in(const std::string& metrics) {
+  std::ifstream in(metrics);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
+// A preemption notice (SIGTERM) or Ctrl-C (SIGINT) mid-run: the step in flight finishes, the
+// checkpoint is written, weft exits 0 naming it, and --resume ends with the weights and logs of a
+// run never stopped.
+TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
+  TempDir dir;
+  {
+    std::ofstream text(dir.file("text.txt"));
+    for (int i = 0; i < 100; ++i) text << "line " << i << " of a small corpus about the sea\n%\n";
+  }
+  // A constant learning rate: the stopped run planned more steps than the runs it is compared with.
+  const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 "
+                            "--schedule constant --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --json";
+  for (int signal : {SIGTERM, SIGINT}) {
+    const std::string name = signal == SIGTERM ? "SIGTERM" : "SIGINT", out = dir.file("stopped-" + name);
+    const pid_t pid = start_weft(train + " --steps 1000000 --out " + out, dir.file(name + ".log"));
+    ASSERT_GT(pid, 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (records_in(out + "/metrics.jsonl") < 3 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(kill(pid, signal), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    const std::string output = io::read_file(dir.file(name + ".log"));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << name << ": " << output;
+    EXPECT_TRUE(contains(output, name + ": stopped after step ")) << output;
+    EXPECT_TRUE(contains(output, "checkpoint in " + out + " (continue with --resume " + out + ")")) << output;
+    const nlohmann::json stopped = last_line_json(output);
+    EXPECT_EQ(stopped["stopped_by"], name);
+    const int64_t steps = stopped["steps"].get<int64_t>() + 3;
+    ASSERT_GE(steps, 6);
+
+    Outcome resumed = weft_cli(train + " --steps " + std::to_string(steps) + " --out " + out + " --resume " + out);
+    ASSERT_EQ(resumed.status, 0) << resumed.output;
+    EXPECT_EQ(last_line_json(resumed.output)["stopped_by"], "");
+    const std::string straight = dir.file("straight-" + name);
+    ASSERT_EQ(weft_cli(train + " --steps " + std::to_string(steps) + " --out " + straight).status, 0);
+    EXPECT_EQ(io::read_file(out + "/model.safetensors"), io::read_file(straight + "/model.safetensors")) << name;
+    EXPECT_EQ(logged(out), logged(straight)) << name;
+  }
 }
 
 }  // namespace

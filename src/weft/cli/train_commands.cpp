@@ -32,8 +32,8 @@ std::string percent(double fraction) {
 
 void train(const train::TrainOptions& options, bool json) {
   const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
-  std::cout << r.evaluation_line << "\n"
-            << "trained " << r.steps << " steps, " << r.items << " " << r.items_name << " this run: "
+  if (!r.evaluation_line.empty()) std::cout << r.evaluation_line << "\n";
+  std::cout << "trained " << r.steps << " steps, " << r.items << " " << r.items_name << " this run: "
             << static_cast<int64_t>(r.items_per_s) << " " << r.items_name << "/s; wall time " << r.wall_s << " s\n"
             << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
             << format_bytes(r.peak_rss_bytes) << "\n";

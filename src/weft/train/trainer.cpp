@@ -1,7 +1,10 @@
 #include "weft/train/trainer.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -34,6 +37,42 @@
 namespace weft::train {
 
 namespace {
+
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void request_stop(int signal) { stop_signal = signal; }
+
+// SIGTERM (a spot instance's preemption notice, a scheduler's cancel) and SIGINT (Ctrl-C) during
+// training ask the loop to stop after the step in flight and save a checkpoint that --resume
+// continues exactly, instead of losing everything since the last one. A second signal ends the
+// process as the signal's default action does (SA_RESETHAND), for a user who does not want to
+// wait; interrupted system calls restart (SA_RESTART), so reads and writes in flight are not cut.
+// The previous handlers come back when training returns.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = request_stop;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigaction(SIGTERM, &action, &old_term_);
+    sigaction(SIGINT, &action, &old_int_);
+  }
+  ~StopOnSignal() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+  // "SIGTERM" or "SIGINT" once one arrived, else "".
+  std::string received() const {
+    return stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGINT ? "SIGINT" : "";
+  }
+
+ private:
+  struct sigaction old_term_ {}, old_int_ {};
+};
 
 // The directories `weft train --out` creates, removed again when the run is refused before it
 // writes anything there (the lock file alone is not output): a refused run leaves no trace.
@@ -211,12 +250,12 @@ nlohmann::json TrainResult::to_json() const {
                       {"train_loss", train_loss}, {"wall_s", wall_s},
                       {"peak_allocated_bytes", peak_allocated_bytes}, {"peak_rss_bytes", peak_rss_bytes},
                       {"batch_size", batch_size}, {"micro_batch", micro_batch}, {"skipped_steps", skipped_steps},
-                      {"hit_time_limit", hit_time_limit}};
+                      {"hit_time_limit", hit_time_limit}, {"stopped_by", stopped_by}};
   if (loss_scale > 0) j["loss_scale"] = loss_scale;
   if (!profile.is_null()) j["profile"] = profile;
   j.update(setup);
   j.update(task);
-  j.update(evaluation);
+  if (!evaluation.is_null()) j.update(evaluation);  // none when a signal stopped the run
   return j;
 }
 
@@ -372,6 +411,18 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
         "; nothing was saved after it. Try a lower --lr (this run: ", lr, "), --clip-grad 1",
         o.precision == amp::Precision::fp32 ? "" : ", or --precision fp32"));
   };
+  // With --out (which is when there are metrics), the checkpoint of the step just taken.
+  auto save = [&] {
+    metrics->flush();
+    state.epoch = state.step / steps_per_epoch;
+    state.rng = default_generator().state();
+    state.options = saved_options;
+    if (scaler) state.grad_scaler = scaler->state();
+    save_checkpoint(o.out_dir, *model, task->model_name(), *optimizer, state, task->checkpoint_metadata(),
+                    [&](const std::string& dir) { task->save_files(dir); });
+    saved_in = o.out_dir;
+    saved_step = state.step;
+  };
   // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
   // the checkpoint.
   auto evaluate = [&] {
@@ -393,15 +444,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     log << "step " << state.step << ": " << e.line;
     if (metrics) {
       metrics->write(state.step, e.scalars);
-      metrics->flush();
-      state.epoch = state.step / steps_per_epoch;
-      state.rng = default_generator().state();
-      state.options = saved_options;
-      if (scaler) state.grad_scaler = scaler->state();
-      save_checkpoint(o.out_dir, *model, task->model_name(), *optimizer, state, task->checkpoint_metadata(),
-                      [&](const std::string& dir) { task->save_files(dir); });
-      saved_in = o.out_dir;
-      saved_step = state.step;
+      save();
       log << "; checkpoint in " << o.out_dir;
     }
     log << "\n";
@@ -411,6 +454,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   if (!o.profile_trace.empty()) profiler.emplace(o, planned_steps, *model);
 
   CachingAllocator::cpu().reset_peak_stats();
+  const StopOnSignal stop;
   const Clock::time_point loop_start = Clock::now();
   double train_seconds = 0;
   double window_loss = 0, epoch_loss = 0;
@@ -500,8 +544,25 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
       log << "time limit of " << o.time_limit << " s reached at step " << state.step << " of " << planned_steps << "\n";
       break;
     }
+    if (result.stopped_by = stop.received(); !result.stopped_by.empty() && !last) {
+      if (bar) bar->finish(shown);
+      break;
+    }
   }
-  evaluate();
+  if (result.stopped_by.empty() || state.step == planned_steps) {
+    result.stopped_by.clear();
+    evaluate();
+  } else {
+    // Preempted: the checkpoint first, and no evaluation, which may take longer than the notice.
+    log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
+    if (metrics) {
+      save();
+      log << "; checkpoint in " << o.out_dir << " (continue with --resume " << o.out_dir << ")";
+    } else {
+      log << "; nothing saved (no --out)";
+    }
+    log << "\n";
+  }
   if (profiler) result.profile = profiler->finish(o.profile_trace, low_precision, log);
 
   result.steps = state.step;

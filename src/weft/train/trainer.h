@@ -37,6 +37,7 @@ struct TrainResult {
   int64_t skipped_steps = 0;  // fp16 steps skipped for inf/NaN gradients
   double loss_scale = 0;      // fp16: the final loss scale
   bool hit_time_limit = false;
+  std::string stopped_by;     // "SIGTERM" or "SIGINT" when a signal stopped it early, else ""
   std::string items_name;     // "samples" | "tokens"
   nlohmann::json setup;       // how it trained: {"optimizer": "adamw", "precision": "bf16", "grad_accum": 1, ...}
   nlohmann::json task;        // what the task says of itself: {"layers": 4, "tokenizer": "byte"}
