@@ -257,5 +257,73 @@ TEST(LowPrecisionCopies, EqualTheParametersCastAfterEveryStep) {
   }
 }
 
+// Master weights: the model's 16-bit parameters and grads, f32 masters in the optimizer. Each step
+// is bit for bit the f32 step of the masters on the grads widened to f32, and each model parameter
+// is its master rounded; the state carries the masters, so a fresh optimizer loaded from it goes
+// on with the same bits.
+TEST(MasterWeights, StepTheMastersOnWidenedGradsAndRoundThemIntoTheModel) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (int which = 0; which < 2; ++which) {
+      auto make = [&](std::vector<Tensor> masters) -> std::unique_ptr<Optimizer> {
+        if (which == 0) return std::make_unique<AdamW>(std::move(masters), AdamWOptions{.lr = 0.05, .weight_decay = 0.1});
+        return std::make_unique<SGD>(std::move(masters), 0.1, SGDOptions{.momentum = 0.9});
+      };
+      Generator gen(9);
+      std::vector<Tensor> masters, model, reference;
+      for (int64_t n : kSizes) {
+        masters.push_back(Tensor::randn({n}, gen));
+        reference.push_back(masters.back().clone());
+        model.push_back(Tensor::empty({n}, dtype).requires_grad_(true));
+      }
+      std::unique_ptr<Optimizer> opt = make(masters), ref = make(reference);
+      opt->keep_masters_of(model);
+      for (size_t k = 0; k < model.size(); ++k)
+        ASSERT_EQ(std::memcmp(model[k].data_ptr(), masters[k].to(dtype).data_ptr(), model[k].nbytes()), 0);
+      const std::string what = str(opt->name(), " ", dtype_name(dtype));
+      auto step = [&](Optimizer& o, Optimizer& r, std::vector<Tensor>& params, int s) {
+        for (size_t k = 0; k < params.size(); ++k) {
+          const Tensor g = skipped(k, s) ? Tensor() : Tensor::randn(params[k].shape(), gen).to(dtype);
+          params[k].set_grad(g);
+          reference[k].set_grad(g.defined() ? g.to(DType::f32) : Tensor());
+        }
+        o.step(kFactors[s]);
+        r.step(kFactors[s]);
+        for (size_t k = 0; k < params.size(); ++k) {
+          const Tensor& master = o.params()[k];
+          ASSERT_EQ(std::memcmp(master.data_ptr(), reference[k].data_ptr(), master.nbytes()), 0) << what << " step " << s << " master " << k;
+          ASSERT_EQ(std::memcmp(params[k].data_ptr(), master.to(dtype).data_ptr(), params[k].nbytes()), 0)
+              << what << " step " << s << " parameter " << k;
+        }
+      };
+      for (int s = 0; s < 2; ++s) step(*opt, *ref, model, s);
+      opt->zero_grad();
+      for (const Tensor& p : model) EXPECT_FALSE(p.grad().defined()) << what;
+
+      const auto state = opt->state_dict();
+      ASSERT_TRUE(state.count("1.master")) << what;
+      std::vector<Tensor> fresh_masters, fresh_model;
+      for (int64_t n : kSizes) {
+        fresh_masters.push_back(Tensor::zeros({n}));
+        fresh_model.push_back(Tensor::zeros({n}, dtype).requires_grad_(true));
+      }
+      std::unique_ptr<Optimizer> resumed = make(fresh_masters);
+      resumed->keep_masters_of(fresh_model);
+      resumed->load_state_dict(state);
+      for (int s = 2; s < kSteps; ++s) step(*resumed, *ref, fresh_model, s);
+    }
+  }
+}
+
+TEST(MasterWeights, RefusesModelParametersThatDoNotFit) {
+  std::vector<Tensor> masters = {Tensor::zeros({4}), Tensor::zeros({3})};
+  AdamW opt(masters, AdamWOptions{});
+  EXPECT_THROW(opt.keep_masters_of({Tensor::zeros({4}, DType::bf16)}), ValueError);
+  EXPECT_THROW(opt.keep_masters_of({Tensor::zeros({4}, DType::bf16), Tensor::zeros({3})}), ValueError);
+  EXPECT_THROW(opt.keep_masters_of({Tensor::zeros({4}, DType::bf16), Tensor::zeros({4}, DType::bf16)}), ValueError);
+  std::vector<Tensor> doubles = {Tensor::zeros({2}, DType::f64)};
+  AdamW f64(doubles, AdamWOptions{});
+  EXPECT_THROW(f64.keep_masters_of({Tensor::zeros({2}, DType::bf16)}), DTypeError);
+}
+
 }  // namespace
 }  // namespace weft::optim

@@ -133,6 +133,9 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   number_flag(t, "--clip-grad", o->clip_grad, "clip the gradients' total norm, 0: off (default: off; gpt 1)");
   named_option(t, "--precision", o->precision, amp::parse_precision, amp::precision_name,
                "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling");
+  t->add_flag("--master-weights", o->master_weights,
+              "with bf16: the model and its gradients in bf16, f32 master weights in the optimizer (16 bytes "
+              "per parameter with Adam)");
   number_flag(t, "--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step");
   t->add_flag("--checkpoint-activations", o->checkpoint_activations,
               "recompute activations in backward instead of keeping them");

@@ -95,7 +95,9 @@ Tensor GPT::operator()(const Tensor& tokens, KVCache& cache) {
 }
 
 KVCache GPT::make_kv_cache(int64_t batch) const {
-  return KVCache(config.layers, batch, config.heads, config.context, config.dim / config.heads);
+  // Keys and values in the dtype the model computes in (a bf16 checkpoint's), as attention reads them.
+  return KVCache(config.layers, batch, config.heads, config.context, config.dim / config.heads,
+                 parameters().front().dtype());
 }
 
 void GPT::set_checkpoint_activations(bool on) { h->set_checkpoint_segments(on ? config.layers : 0); }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "weft/core/convert.h"
 #include "weft/monitor/profiler.h"
 #include "weft/optim/simd.h"
 
@@ -52,8 +53,8 @@ void adam_element(T& p, T g, T& m, T& v, const AdamScalars<T>& s) {
 }
 
 // n consecutive elements: whole vectors, then the reference for the rest.
-template <typename T>
-void adam_slice(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars<T>& s) {
+template <typename T, typename G>
+void adam_slice(T* p, const G* g, T* m, T* v, int64_t n, const AdamScalars<T>& s) {
   int64_t j = 0;
 #ifdef __AVX512F__
   using V = Vec<T>;
@@ -75,7 +76,7 @@ void adam_slice(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars<T>& s
     V::store(p + j, V::add(param, V::div(V::mul(neg_step_size, mj), denom)));
   }
 #endif
-  for (; j < n; ++j) adam_element(p[j], g[j], m[j], v[j], s);
+  for (; j < n; ++j) adam_element(p[j], convert<T>(g[j]), m[j], v[j], s);
 }
 
 AdamOptions from(const AdamWOptions& o) {
@@ -104,14 +105,13 @@ void Adam::update(const std::vector<Segment>& segments, double grad_factor) {
   monitor::OpScope scope(decoupled ? "adamw_step" : "adam_step", params());
   for_each_slice(segments, [&](size_t i, int64_t begin, int64_t end) {
     const Segment& seg = segments[i];
-    auto run = [&](auto tag) {
+    visit_types(seg, [&](auto tag, auto grad_tag) {
       using T = decltype(tag);
-      adam_slice<T>(static_cast<T*>(seg.param) + begin, static_cast<const T*>(seg.grad) + begin,
-                    static_cast<T*>(seg.buffers[0]) + begin, static_cast<T*>(seg.buffers[1]) + begin, end - begin,
-                    adam_scalars<T>(options_, lr(), seg.step, grad_factor));
-    };
-    if (seg.dtype == DType::f64) run(double{});
-    else run(float{});
+      using G = decltype(grad_tag);
+      adam_slice<T, G>(static_cast<T*>(seg.param) + begin, static_cast<const G*>(seg.grad) + begin,
+                       static_cast<T*>(seg.buffers[0]) + begin, static_cast<T*>(seg.buffers[1]) + begin, end - begin,
+                       adam_scalars<T>(options_, lr(), seg.step, grad_factor));
+    });
   });
   // Per element: the moments 7 FLOPs, the denominator 3, the update 3, decay 1, L2 2, the grad
   // factor 1; p, g, m, v read and p, m, v written.

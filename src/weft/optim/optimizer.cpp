@@ -96,10 +96,12 @@ void Optimizer::step(double grad_factor) {
   std::vector<Tensor> grads;  // contiguous (a strided grad's copy, kept alive for the pass)
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
-    if (!p.grad().defined()) continue;  // set_grad saw to it that a grad matches its parameter
+    const Tensor& grad = grad_sources_.empty() ? p.grad() : grad_sources_[i].grad();
+    if (!grad.defined()) continue;  // set_grad saw to it that a grad matches its parameter
     if (buffers > 0) ensure_flat_state();
-    grads.push_back(p.grad().contiguous_untracked());
+    grads.push_back(grad.contiguous_untracked());
     Segment s{p.data_ptr(), grads.back().data_ptr(), {}, p.numel(), ++steps_[i], p.dtype()};
+    s.grad_dtype = grad.dtype();
     if (!copies_.empty()) {
       s.copy = copies_[i].data_ptr();
       s.copy_dtype = copies_[i].dtype();
@@ -165,8 +167,27 @@ void Optimizer::keep_low_precision_copies(DType dtype) {
   }
 }
 
+void Optimizer::keep_masters_of(const std::vector<Tensor>& model_params) {
+  WEFT_CHECK(model_params.size() == params_.size(), ValueError, name_, ": ", model_params.size(),
+             " model parameters for ", params_.size(), " master weights");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor &master = params_[i], &p = model_params[i];
+    WEFT_CHECK(master.dtype() == DType::f32, DTypeError, name_, ": master weight ", i, " is ",
+               dtype_name(master.dtype()), "; master weights are f32");
+    WEFT_CHECK(p.defined() && (p.dtype() == DType::bf16 || p.dtype() == DType::f16) && p.is_leaf() &&
+                   p.is_contiguous() && p.shape() == master.shape(),
+               ValueError, name_, ": model parameter ", i, " must be a contiguous bf16 or f16 leaf of its master's shape ",
+               shape_str(master.shape()), ", got ", p.defined() ? str(dtype_name(p.dtype()), " ", shape_str(p.shape())) : std::string("none"));
+  }
+  grad_sources_ = model_params;
+  copies_ = model_params;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    write_copy(params_[i].data_ptr(), DType::f32, copies_[i].data_ptr(), copies_[i].dtype(), 0, params_[i].numel());
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
-  for (const Tensor& p : params_) {
+  for (const Tensor& p : grad_sources_.empty() ? params_ : grad_sources_) {
     if (set_to_none) {
       p.set_grad(Tensor());
     } else if (p.grad().defined()) {
@@ -192,6 +213,7 @@ NamedTensors Optimizer::state(size_t param_index) const {
   if (steps_[param_index] == 0) return out;
   const std::vector<std::string> names = buffer_names();
   for (size_t k = 0; k < names.size(); ++k) out.emplace_back(names[k], buffer_view(param_index, k));
+  if (has_masters()) out.emplace_back("master", params_[param_index]);
   return out;
 }
 
@@ -216,7 +238,7 @@ Optimizer::CheckedState Optimizer::check_state(size_t param_index, int64_t step,
     return {param_index, 0, {}};
   }
   const Tensor& p = params_[param_index];
-  const std::vector<std::string> names = buffer_names();
+  const std::vector<std::string> names = state_names();
   std::vector<std::string> given;
   for (const auto& [n, t] : buffers) given.push_back(n);
   const std::string mismatch = str(name_, ": ", who, " state needs buffers ", join(names),
@@ -234,11 +256,22 @@ Optimizer::CheckedState Optimizer::check_state(size_t param_index, int64_t step,
   return checked;
 }
 
+std::vector<std::string> Optimizer::state_names() const {
+  std::vector<std::string> names = buffer_names();
+  if (has_masters()) names.push_back("master");
+  return names;
+}
+
 void Optimizer::write_state(const CheckedState& s) {
   steps_[s.index] = s.step;
   if (s.buffers.empty()) return;
   ensure_flat_state();
-  for (size_t k = 0; k < s.buffers.size(); ++k) buffer_view(s.index, k).copy_(s.buffers[k]);
+  const size_t buffers = buffer_names().size();
+  for (size_t k = 0; k < buffers; ++k) buffer_view(s.index, k).copy_(s.buffers[k]);
+  if (!has_masters()) return;
+  Tensor master = params_[s.index];
+  master.copy_(s.buffers[buffers]);
+  write_copy(master.data_ptr(), DType::f32, copies_[s.index].data_ptr(), copies_[s.index].dtype(), 0, master.numel());
 }
 
 std::vector<std::string> Optimizer::state_keys(const std::vector<std::string>& param_names) const {

@@ -66,8 +66,21 @@ class Optimizer {
   // AutocastCopies), which saves reading all f32 weights once more per step. A parameter changed
   // any other way than by step() needs another call.
   void keep_low_precision_copies(DType dtype);
-  // Index-aligned with params(): views of one flat buffer; empty unless copies are kept.
+  // Index-aligned with params(): views of one flat buffer, or the model's parameters under
+  // keep_masters_of; empty unless copies are kept.
   const std::vector<Tensor>& low_precision_copies() const { return copies_; }
+
+  // Master weights, the mixed-precision layout of the ZeRO paper: `model_params` (bf16 or f16
+  // leaves that the model computes with and backward writes 16-bit grads to, index-aligned with
+  // params() and of their shapes) become the copies, and params() the f32 master weights, which
+  // no backward touches. step() reads each model parameter's grad, widened to f32 exactly, updates
+  // the master and its state in f32 and writes the model parameter as its master rounded, in the
+  // same pass; zero_grad() drops the model parameters' grads; the state (state(), state_dict())
+  // carries the master as the buffer "master", so that a checkpoint resumes exactly. Bytes per
+  // parameter: 2 (model) + 2 (grad) + 4 (master) + the rule's state (Adam: 8). The masters must
+  // be f32; the model parameters are written from them now.
+  void keep_masters_of(const std::vector<Tensor>& model_params);
+  bool has_masters() const { return !grad_sources_.empty(); }
 
   // Parameter i's buffers, views of the live flat state (empty before its first update).
   NamedTensors state(size_t param_index) const;
@@ -100,7 +113,18 @@ class Optimizer {
     DType dtype;
     void* copy = nullptr;  // the low-precision copy for_each_slice writes, if kept
     DType copy_dtype = DType::bf16;
+    DType grad_dtype = DType::f32;  // dtype, or the model parameter's 16-bit dtype under keep_masters_of
   };
+
+  // fn(param, grad) with a value of each of the segment's element types: double and double, float
+  // and float, or an f32 master's float and its model parameter's 16-bit grad type.
+  template <typename Fn>
+  static void visit_types(const Segment& s, Fn&& fn) {
+    if (s.dtype == DType::f64) fn(double{}, double{});
+    else if (s.grad_dtype == DType::bf16) fn(float{}, BFloat16{});
+    else if (s.grad_dtype == DType::f16) fn(float{}, Half{});
+    else fn(float{}, float{});
+  }
 
   // The buffers the rule keeps per parameter, in the order update() receives them.
   virtual std::vector<std::string> buffer_names() const = 0;
@@ -136,6 +160,8 @@ class Optimizer {
   void ensure_flat_state();
   // Parameter i's slice of the flat buffer of buffer_names()[k].
   Tensor buffer_view(size_t param_index, size_t k) const;
+  // What state(i) holds: buffer_names(), then "master" under keep_masters_of.
+  std::vector<std::string> state_names() const;
 
   std::string name_;
   std::vector<Tensor> params_;
@@ -145,6 +171,7 @@ class Optimizer {
   std::map<DType, std::vector<Tensor>> flat_;
   std::vector<int64_t> offsets_;
   std::vector<Tensor> copies_;
+  std::vector<Tensor> grad_sources_;  // the model parameters under keep_masters_of, else empty
   double lr_;
 };
 

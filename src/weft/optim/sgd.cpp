@@ -1,5 +1,6 @@
 #include "weft/optim/sgd.h"
 
+#include "weft/core/convert.h"
 #include "weft/monitor/profiler.h"
 #include "weft/optim/simd.h"
 
@@ -43,8 +44,8 @@ void sgd_element(T& p, T g, T& buf, const SGDScalars<T>& s) {
 }
 
 // n consecutive elements (`buf` null without momentum): whole vectors, then the reference.
-template <typename T>
-void sgd_slice(T* p, const T* g, T* buf, int64_t n, const SGDScalars<T>& s) {
+template <typename T, typename G>
+void sgd_slice(T* p, const G* g, T* buf, int64_t n, const SGDScalars<T>& s) {
   int64_t j = 0;
 #ifdef __AVX512F__
   using V = Vec<T>;
@@ -64,7 +65,7 @@ void sgd_slice(T* p, const T* g, T* buf, int64_t n, const SGDScalars<T>& s) {
   }
 #endif
   T unused = 0;
-  for (; j < n; ++j) sgd_element(p[j], g[j], buf ? buf[j] : unused, s);
+  for (; j < n; ++j) sgd_element(p[j], convert<T>(g[j]), buf ? buf[j] : unused, s);
 }
 
 }  // namespace
@@ -87,14 +88,13 @@ void SGD::update(const std::vector<Segment>& segments, double grad_factor) {
   monitor::OpScope scope("sgd_step", params());
   for_each_slice(segments, [&](size_t i, int64_t begin, int64_t end) {
     const Segment& seg = segments[i];
-    auto run = [&](auto tag) {
+    visit_types(seg, [&](auto tag, auto grad_tag) {
       using T = decltype(tag);
+      using G = decltype(grad_tag);
       T* buf = seg.buffers.empty() ? nullptr : static_cast<T*>(seg.buffers[0]) + begin;
-      sgd_slice<T>(static_cast<T*>(seg.param) + begin, static_cast<const T*>(seg.grad) + begin, buf, end - begin,
-                   sgd_scalars<T>(options_, lr(), seg.step, grad_factor));
-    };
-    if (seg.dtype == DType::f64) run(double{});
-    else run(float{});
+      sgd_slice<T, G>(static_cast<T*>(seg.param) + begin, static_cast<const G*>(seg.grad) + begin, buf, end - begin,
+                      sgd_scalars<T>(options_, lr(), seg.step, grad_factor));
+    });
   });
   // Per element: the update 2 FLOPs, weight decay 2, momentum 3, Nesterov 2, the grad factor 1;
   // p and g read and p written, and the momentum buffer read and written.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "weft/core/dtype.h"
 #include "weft/core/immintrin.h"
 
 namespace weft::optim {
@@ -34,6 +35,11 @@ struct Vec<float> {
   using Reg = __m512;
   static constexpr int64_t kLanes = 16;
   static Reg load(const float* p) { return _mm512_loadu_ps(p); }
+  // 16-bit grads of master weights, widened exactly (what convert<float> gives).
+  static Reg load(const BFloat16* p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  }
+  static Reg load(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static void store(float* p, Reg x) { _mm512_storeu_ps(p, x); }
   static Reg set1(float x) { return _mm512_set1_ps(x); }
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }

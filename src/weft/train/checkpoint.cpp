@@ -25,13 +25,15 @@ std::string trainer_path(const std::string& dir) { return (fs::path(dir) / "trai
 constexpr const char* kOptimizerKeys = "weft.optimizer_keys";
 constexpr const char* kKeyedByName = "parameter names";
 
-// The model's name for each of the optimizer's parameters, in the optimizer's order.
+// The model's name for each of the optimizer's parameters, in the optimizer's order (under master
+// weights, the name of the model parameter each master is kept for).
 std::vector<std::string> parameter_names(const nn::Module& model, const optim::Optimizer& optimizer) {
   std::map<const TensorImpl*, std::string> name_of;
   for (const auto& [name, tensor] : model.named_parameters()) name_of.emplace(tensor.impl(), name);
+  const std::vector<Tensor>& kept = optimizer.has_masters() ? optimizer.low_precision_copies() : optimizer.params();
   std::vector<std::string> names;
-  for (size_t i = 0; i < optimizer.params().size(); ++i) {
-    auto it = name_of.find(optimizer.params()[i].impl());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    auto it = name_of.find(kept[i].impl());
     WEFT_CHECK(it != name_of.end(), ValueError, optimizer.name(), "'s parameter ", i, " (shape ",
                shape_str(optimizer.params()[i].shape()), ") is not one of the model's parameters, so its state "
                "has no name to be saved under; build the optimizer over model.parameters()");

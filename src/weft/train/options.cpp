@@ -43,6 +43,10 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
              *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
   check_flag("--memory-limit", memory_limit, {.min = 0});
+  WEFT_CHECK(!master_weights || precision == amp::Precision::bf16, ValueError,
+             "--master-weights: keeps the model in bf16 and f32 master weights in the optimizer, so it needs "
+             "--precision bf16, got --precision ", amp::precision_name(precision),
+             precision == amp::Precision::fp16 ? " (f16 master weights with loss scaling are not implemented)" : "");
   if (eval_every) check_flag("--eval-every", *eval_every, {.min = 0, .max = kMaxSteps});
   check_flag("--log-every", log_every, {.min = 1, .max = kMaxSteps});
   WEFT_CHECK(profile_first_step.has_value() == profile_last_step.has_value(), ValueError,
@@ -76,7 +80,8 @@ nlohmann::json TrainOptions::to_json() const {
                       {"time_limit", time_limit}, {"limit_train_batches", limit_train_batches},
                       {"batch_size", or_null(batch_size)}, {"optimizer", optim::optimizer_name(optimizer)}, {"lr", or_null(lr)},
                       {"weight_decay", or_null(weight_decay)}, {"schedule", schedule}, {"warmup", or_null(warmup)},
-                      {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)}, {"grad_accum", grad_accum},
+                      {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)},
+                      {"master_weights", master_weights}, {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},
                       {"threads", threads}, {"profile_trace", profile_trace}};

@@ -68,6 +68,10 @@ struct TrainOptions {
   // Precision and memory (docs/mixed-precision.md). fp32 | bf16 | fp16: bf16 and fp16 run the
   // forward under autocast with f32 master weights; fp16 adds dynamic loss scaling.
   amp::Precision precision = amp::Precision::fp32;
+  // With bf16: the model's parameters and gradients in bf16, the f32 master weights and the Adam
+  // states in the optimizer (2 + 2 + 12 bytes per parameter, the ZeRO paper's layout) instead of
+  // autocast over f32 parameters (4 + 4 + 8, and 2 for the bf16 copies the forward reads).
+  bool master_weights = false;
   int64_t grad_accum = 1;               // micro-batches per step; must divide the batch size
   bool checkpoint_activations = false;  // recompute activations in backward instead of keeping them
   bool auto_batch = false;   // on OutOfMemoryError: halve the micro-batch, redo the step (and evaluation)

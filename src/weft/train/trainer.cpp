@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "weft/amp/grad_scaler.h"
+#include "weft/autograd/grad_mode.h"
 #include "weft/core/allocator.h"
 #include "weft/core/flag_value.h"
 #include "weft/core/random.h"
@@ -301,8 +302,18 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
 
   manual_seed(o.seed);
   std::shared_ptr<nn::Module> model = task->make_model(o.checkpoint_activations);
-  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, d, lr, model->parameters());
   const std::optional<DType> low_precision = amp::compute_dtype(o.precision);
+  // --master-weights: the optimizer takes the f32 initialisation as its masters, and the model
+  // goes to bf16; each step writes the masters, rounded, back into it.
+  std::vector<Tensor> masters;
+  if (o.master_weights) {
+    NoGradGuard no_grad;
+    for (const Tensor& p : model->parameters()) masters.push_back(Tensor::empty(p.shape(), DType::f32).copy_(p));
+    model->to(*low_precision);
+  }
+  std::unique_ptr<optim::Optimizer> optimizer =
+      make_optimizer(o, d, lr, o.master_weights ? masters : model->parameters());
+  if (o.master_weights) optimizer->keep_masters_of(model->parameters());
   std::optional<amp::GradScaler> scaler;
   if (o.precision == amp::Precision::fp16) scaler.emplace();
   amp::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
@@ -327,7 +338,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   }
   // Mixed precision: the optimizer writes each weight's 16-bit copy as it updates it, and the
   // forward's linear layers read those instead of casting every weight each step.
-  if (low_precision) optimizer->keep_low_precision_copies(*low_precision);
+  if (low_precision && !o.master_weights) optimizer->keep_low_precision_copies(*low_precision);
 
   int64_t micro_batch = batch_size / o.grad_accum;
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
