@@ -77,6 +77,7 @@ std::vector<Row> rows() {
       {kTrain, "--schedule", {"linear"}},
       {kTrain, "--optimizer", {"lion"}},
       {kTrain, "--precision", {"int8", "fp8"}},
+      {kTrain + " --master-weights", "--precision", {"fp32", "fp16"}},  // master weights are for bf16
       {kTrain, "--dataset", {"cifar"}},
       {kTrain, "--layers", {"2"}},  // a GPT's flag
       {kGpt, "--layers", with(positive, {"1025"})},

@@ -44,8 +44,8 @@ void TrainOptions::validate() const {
              *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
   check_flag("--memory-limit", memory_limit, {.min = 0});
   WEFT_CHECK(!master_weights || precision == amp::Precision::bf16, ValueError,
-             "--master-weights: keeps the model in bf16 and f32 master weights in the optimizer, so it needs "
-             "--precision bf16, got --precision ", amp::precision_name(precision),
+             "--precision: must be bf16 with --master-weights (the model in bf16, f32 master weights in the "
+             "optimizer), got '", amp::precision_name(precision), "'",
              precision == amp::Precision::fp16 ? " (f16 master weights with loss scaling are not implemented)" : "");
   if (eval_every) check_flag("--eval-every", *eval_every, {.min = 0, .max = kMaxSteps});
   check_flag("--log-every", log_every, {.min = 1, .max = kMaxSteps});
