@@ -160,9 +160,10 @@ Plan make_plan(const ModelDescription& model, PlanRequest request) {
     plan.notes.push_back("activations are not included: a parameter count says nothing about them; describe the "
                          "architecture (--model, or --layers --hidden --heads --vocab --seq) to count them");
   if (r.precision != Precision::fp32 && plan.activations_known)
-    plan.notes.push_back("16-bit activations follow autocast's rules (softmax and the loss in f32); weft train's "
-                         "autocast also keeps a 16-bit copy of every weight, 2 bytes per parameter more than the "
-                         "paper's layout priced here");
+    plan.notes.push_back("16-bit activations follow autocast's rules (softmax and the loss in f32); the layout "
+                         "priced here (16-bit parameters and gradients, f32 master weights in the optimizer) is weft "
+                         "train's --master-weights; without it weft train keeps f32 parameters and gradients and a "
+                         "16-bit copy of every weight, 4 + 4 + 8 + 2 = 18 bytes per parameter with Adam");
   if (r.checkpoint_activations)
     plan.notes.push_back("checkpointing keeps each block's input and recomputes one block at a time during the "
                          "backward (the standard estimate); weft's own checkpointing is not measured yet");
