@@ -1,0 +1,395 @@
+#include "weft/dist/process_group.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "weft/core/convert.h"
+#include "weft/dist/world.h"
+
+namespace weft::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+// ---- Work ----
+
+bool Work::test() const {
+  if (!state_) return true;
+  std::lock_guard lock(state_->mutex);
+  return state_->done;
+}
+
+void Work::wait() const {
+  if (!state_) return;
+  std::unique_lock lock(state_->mutex);
+  state_->done_cv.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+int64_t Work::seq() const { return state_ ? state_->seq : 0; }
+
+// ---- MPI helpers ----
+
+namespace {
+
+void mpi_check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw Error(str(call, " failed: ", std::string(text, static_cast<size_t>(length))));
+}
+
+int byte_count(const Tensor& t, const char* op) {
+  WEFT_CHECK(t.nbytes() <= INT_MAX, ValueError, op, ": ", t.nbytes(), " bytes in one message; at most ", INT_MAX,
+             " (MPI counts are int)");
+  return static_cast<int>(t.nbytes());
+}
+
+void check_tensor(const Tensor& t, const char* op) {
+  WEFT_CHECK(t.defined(), ValueError, op, ": undefined tensor");
+  WEFT_CHECK(t.is_contiguous(), ValueError, op, ": the tensor ", shape_str(t.shape()),
+             " is not contiguous; communicate a contiguous one (.contiguous())");
+  WEFT_CHECK(t.device().is_cpu(), DeviceError, op, ": the tensor is on ", t.device(), "; this build communicates CPU tensors");
+}
+
+void check_reducible(const Tensor& t, const char* op) {
+  check_tensor(t, op);
+  const DType d = t.dtype();
+  WEFT_CHECK(d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16, DTypeError, op,
+             ": reduces f32, f64, bf16 or f16 tensors, got ", dtype_name(d));
+}
+
+// The tensor reductions run on: t itself (f32, f64), or its f32 widening (bf16, f16).
+Tensor reduction_buffer(const Tensor& t) {
+  if (t.dtype() == DType::f32 || t.dtype() == DType::f64) return t;
+  return Tensor::empty(t.shape(), DType::f32).copy_(t);
+}
+
+MPI_Datatype mpi_type(DType d) { return d == DType::f64 ? MPI_DOUBLE : MPI_FLOAT; }
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
+
+// x /= n over a reduction buffer: avg is the sum divided by the group's size.
+void divide(Tensor& t, int n) {
+  if (t.dtype() == DType::f64) {
+    double* p = t.data<double>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= n;
+  } else {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= static_cast<float>(n);
+  }
+}
+
+// a[i] = a[i] op b[i].
+template <typename T>
+void combine(T* a, const T* b, int64_t n, ReduceOp op) {
+  if (op == ReduceOp::max) {
+    for (int64_t i = 0; i < n; ++i) a[i] = a[i] >= b[i] || a[i] != a[i] ? a[i] : b[i];
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+  }
+}
+
+}  // namespace
+
+struct ProcessGroup::Comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm ring = MPI_COMM_NULL;  // the ring's messages, apart from the caller's sends and receives
+  ~Comm() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    MPI_Comm_free(&ring);
+    MPI_Comm_free(&comm);
+  }
+};
+
+// ---- the group ----
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Comm> comm, int rank, int size)
+    : comm_(std::move(comm)), rank_(rank), size_(size) {}
+
+ProcessGroup& ProcessGroup::world() {
+  // Never destroyed: MPI_Finalize runs at exit, after which no communicator may be freed.
+  static ProcessGroup* group = [] {
+    const World& w = dist::world();
+    if (!w.launched) return new ProcessGroup(nullptr, 0, 1);
+    auto comm = std::make_unique<Comm>();
+    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm->comm), "MPI_Comm_dup");
+    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm->ring), "MPI_Comm_dup");
+    return new ProcessGroup(std::move(comm), w.rank, w.size);
+  }();
+  return *group;
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  WEFT_CHECK(color >= 0, ValueError, "ProcessGroup::split: color must be >= 0, got ", color);
+  if (!comm_) return std::unique_ptr<ProcessGroup>(new ProcessGroup(nullptr, 0, 1));
+  auto comm = std::make_unique<Comm>();
+  int rank = 0, size = 0;
+  // Issued on the group's thread, in order with its other operations.
+  issue("split", 0, {}, [&] {
+    mpi_check(MPI_Comm_split(comm_->comm, color, key, &comm->comm), "MPI_Comm_split");
+    mpi_check(MPI_Comm_dup(comm->comm, &comm->ring), "MPI_Comm_dup");
+    MPI_Comm_rank(comm->comm, &rank);
+    MPI_Comm_size(comm->comm, &size);
+  }).wait();
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(comm), rank, size));
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  queued_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+ProcessGroup::Status ProcessGroup::status() const {
+  std::lock_guard lock(mutex_);
+  return {issued_, completed_};
+}
+
+Work ProcessGroup::issue(const char* op, int64_t bytes, std::vector<Tensor> keep_alive, std::function<void()> run) {
+  Work work;
+  work.state_ = std::make_shared<Work::State>();
+  work.state_->keep_alive = std::move(keep_alive);
+  std::lock_guard lock(mutex_);
+  issued_ = {issued_.seq + 1, op, bytes};
+  work.state_->seq = issued_.seq;
+  if (!comm_) {  // one rank: nothing to wait for
+    try {
+      run();
+    } catch (...) {
+      work.state_->error = std::current_exception();
+    }
+    work.state_->done = true;
+    completed_ = issued_;
+    return work;
+  }
+  if (!thread_.joinable()) thread_ = std::thread([this] { serve(); });
+  queue_.push_back({work.state_, issued_, std::move(run)});
+  queued_cv_.notify_one();
+  return work;
+}
+
+void ProcessGroup::serve() {
+  for (;;) {
+    Queued next;
+    {
+      std::unique_lock lock(mutex_);
+      queued_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const std::shared_ptr<Work::State>& state = next.state;
+    std::exception_ptr error;
+    try {
+      next.run();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      completed_ = next.record;
+    }
+    {
+      std::lock_guard lock(state->mutex);
+      state->error = error;
+      state->done = true;
+      state->keep_alive.clear();
+    }
+    state->done_cv.notify_all();
+  }
+}
+
+// ---- the operations ----
+
+Work ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
+  check_reducible(t, "all_reduce");
+  return issue("all_reduce", t.nbytes(), {t}, [this, t, op]() mutable {
+    if (!comm_) return;
+    Tensor buffer = reduction_buffer(t);
+    WEFT_CHECK(buffer.numel() <= INT_MAX, ValueError, "all_reduce: ", buffer.numel(), " elements; at most ", INT_MAX);
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(buffer.numel()), mpi_type(buffer.dtype()),
+                            mpi_op(op), comm_->comm),
+              "MPI_Allreduce");
+    if (op == ReduceOp::avg) divide(buffer, size_);
+    if (buffer.data_ptr() != t.data_ptr()) t.copy_(buffer);
+  });
+}
+
+Work ProcessGroup::reduce_scatter_async(const Tensor& input, Tensor& output, ReduceOp op) {
+  check_reducible(input, "reduce_scatter");
+  check_reducible(output, "reduce_scatter");
+  WEFT_CHECK(input.dtype() == output.dtype(), DTypeError, "reduce_scatter: input is ", dtype_name(input.dtype()),
+             " but output is ", dtype_name(output.dtype()));
+  WEFT_CHECK(input.numel() == output.numel() * size_, ShapeError, "reduce_scatter: input of ", input.numel(),
+             " elements for an output of ", output.numel(), " over ", size_, " ranks; the input must hold ",
+             output.numel() * size_);
+  return issue("reduce_scatter", input.nbytes(), {input, output}, [this, input, output, op]() mutable {
+    if (!comm_) {
+      output.copy_(input.reshape(output.shape()));
+      return;
+    }
+    Tensor in = reduction_buffer(input);
+    Tensor out = reduction_buffer(output);
+    WEFT_CHECK(out.numel() <= INT_MAX, ValueError, "reduce_scatter: ", out.numel(), " elements per rank; at most ", INT_MAX);
+    mpi_check(MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()), mpi_type(in.dtype()),
+                                       mpi_op(op), comm_->comm),
+              "MPI_Reduce_scatter_block");
+    if (op == ReduceOp::avg) divide(out, size_);
+    if (out.data_ptr() != output.data_ptr()) output.copy_(out);
+  });
+}
+
+Work ProcessGroup::all_gather_async(const Tensor& input, Tensor& output) {
+  check_tensor(input, "all_gather");
+  check_tensor(output, "all_gather");
+  WEFT_CHECK(input.dtype() == output.dtype(), DTypeError, "all_gather: input is ", dtype_name(input.dtype()),
+             " but output is ", dtype_name(output.dtype()));
+  WEFT_CHECK(output.numel() == input.numel() * size_, ShapeError, "all_gather: output of ", output.numel(),
+             " elements for an input of ", input.numel(), " over ", size_, " ranks; the output must hold ",
+             input.numel() * size_);
+  const int bytes = byte_count(input, "all_gather");
+  return issue("all_gather", output.nbytes(), {input, output}, [this, input, output, bytes]() mutable {
+    if (!comm_) {
+      output.copy_(input.reshape(output.shape()));
+      return;
+    }
+    mpi_check(MPI_Allgather(input.data_ptr(), bytes, MPI_BYTE, output.data_ptr(), bytes, MPI_BYTE, comm_->comm),
+              "MPI_Allgather");
+  });
+}
+
+Work ProcessGroup::broadcast_async(Tensor& t, int root) {
+  check_tensor(t, "broadcast");
+  WEFT_CHECK(root >= 0 && root < size_, IndexError, "broadcast: root ", root, " is not a rank of this group of ", size_);
+  const int bytes = byte_count(t, "broadcast");
+  return issue("broadcast", t.nbytes(), {t}, [this, t, root, bytes]() mutable {
+    if (comm_) mpi_check(MPI_Bcast(t.data_ptr(), bytes, MPI_BYTE, root, comm_->comm), "MPI_Bcast");
+  });
+}
+
+Work ProcessGroup::barrier_async() {
+  return issue("barrier", 0, {}, [this] {
+    if (comm_) mpi_check(MPI_Barrier(comm_->comm), "MPI_Barrier");
+  });
+}
+
+Work ProcessGroup::send_async(const Tensor& t, int to, int tag) {
+  check_tensor(t, "send");
+  WEFT_CHECK(to >= 0 && to < size_ && to != rank_, IndexError, "send: rank ", to, " is not another rank of this group of ",
+             size_, " (this is rank ", rank_, ")");
+  WEFT_CHECK(tag >= 0, ValueError, "send: tag must be >= 0, got ", tag);
+  const int bytes = byte_count(t, "send");
+  return issue("send", t.nbytes(), {t}, [this, t, to, tag, bytes] {
+    mpi_check(MPI_Send(t.data_ptr(), bytes, MPI_BYTE, to, tag, comm_->comm), "MPI_Send");
+  });
+}
+
+Work ProcessGroup::recv_async(Tensor& t, int from, int tag) {
+  check_tensor(t, "recv");
+  WEFT_CHECK(from >= 0 && from < size_ && from != rank_, IndexError, "recv: rank ", from,
+             " is not another rank of this group of ", size_, " (this is rank ", rank_, ")");
+  WEFT_CHECK(tag >= 0, ValueError, "recv: tag must be >= 0, got ", tag);
+  const int bytes = byte_count(t, "recv");
+  return issue("recv", t.nbytes(), {t}, [this, t, from, tag, bytes]() mutable {
+    // The message's size first: one of another size is received whole (and dropped) and refused,
+    // rather than cut short or overrunning t.
+    MPI_Status probe;
+    mpi_check(MPI_Probe(from, tag, comm_->comm, &probe), "MPI_Probe");
+    int incoming = 0;
+    MPI_Get_count(&probe, MPI_BYTE, &incoming);
+    if (incoming != bytes) {
+      std::vector<char> dropped(static_cast<size_t>(incoming));
+      MPI_Recv(dropped.data(), incoming, MPI_BYTE, from, tag, comm_->comm, MPI_STATUS_IGNORE);
+      throw ShapeError(str("recv: rank ", from, " sent ", incoming, " bytes with tag ", tag, ", but the tensor ",
+                           dtype_name(t.dtype()), " ", shape_str(t.shape()), " holds ", bytes));
+    }
+    mpi_check(MPI_Recv(t.data_ptr(), bytes, MPI_BYTE, from, tag, comm_->comm, MPI_STATUS_IGNORE), "MPI_Recv");
+  });
+}
+
+// ---- Ring-AllReduce ----
+//
+// n ranks in a ring, each sending to the next and receiving from the previous; the buffer in n
+// chunks. Reduce-scatter: in step s (0 .. n-2) rank r sends chunk (r - s) mod n and adds the chunk
+// (r - s - 1) mod n it receives into its own; after n - 1 steps rank r holds chunk (r + 1) mod n
+// reduced over every rank. All-gather: in step s it sends chunk (r + 1 - s) mod n and receives chunk
+// (r - s) mod n in place. Each rank sends 2 (n - 1) / n of the buffer in all, whatever n: the
+// bandwidth-optimal all-reduce. Pipelining: a step's chunk travels in segments, the next
+// segment's receive posted before the current one is added, so adding overlaps the transfer.
+namespace {
+
+constexpr int64_t kRingSegmentBytes = int64_t{1} << 20;
+
+template <typename T>
+void ring(T* data, int64_t n, ReduceOp op, int rank, int size, MPI_Comm comm) {
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  auto chunk_begin = [&](int c) { return n * c / size; };
+  auto chunk_size = [&](int c) { return chunk_begin(c + 1) - chunk_begin(c); };
+  const int64_t segment = std::max<int64_t>(1, kRingSegmentBytes / static_cast<int64_t>(sizeof(T)));
+  const MPI_Datatype type = sizeof(T) == 8 ? MPI_DOUBLE : MPI_FLOAT;
+  std::vector<T> incoming[2] = {std::vector<T>(static_cast<size_t>(std::min(segment, n))),
+                                std::vector<T>(static_cast<size_t>(std::min(segment, n)))};
+  // One step: send chunk `out` whole (in segments) and receive chunk `in`, adding it (reduce) or
+  // writing it in place (gather).
+  auto step = [&](int out, int in, bool reduce, int tag) {
+    std::vector<MPI_Request> sends;
+    for (int64_t at = 0; at < chunk_size(out); at += segment) {
+      sends.emplace_back();
+      mpi_check(MPI_Isend(data + chunk_begin(out) + at, static_cast<int>(std::min(segment, chunk_size(out) - at)), type,
+                          next, tag, comm, &sends.back()),
+                "MPI_Isend");
+    }
+    const int64_t total = chunk_size(in);
+    T* target = data + chunk_begin(in);
+    auto post = [&](int64_t at, MPI_Request* request) {
+      T* into = reduce ? incoming[(at / segment) % 2].data() : target + at;
+      mpi_check(MPI_Irecv(into, static_cast<int>(std::min(segment, total - at)), type, prev, tag, comm, request), "MPI_Irecv");
+    };
+    MPI_Request pending = MPI_REQUEST_NULL;
+    if (total > 0) post(0, &pending);
+    for (int64_t at = 0; at < total; at += segment) {
+      mpi_check(MPI_Wait(&pending, MPI_STATUS_IGNORE), "MPI_Wait");
+      if (at + segment < total) post(at + segment, &pending);
+      if (reduce) combine(target + at, incoming[(at / segment) % 2].data(), std::min(segment, total - at), op);
+    }
+    mpi_check(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  };
+  for (int s = 0; s < size - 1; ++s) step((rank - s + size) % size, (rank - s - 1 + 2 * size) % size, true, s);
+  if (op == ReduceOp::avg) {
+    T* own = data + chunk_begin((rank + 1) % size);
+    for (int64_t i = 0; i < chunk_size((rank + 1) % size); ++i) own[i] /= static_cast<T>(size);
+  }
+  for (int s = 0; s < size - 1; ++s)
+    step((rank + 1 - s + size) % size, (rank - s + size) % size, false, size + s);
+}
+
+}  // namespace
+
+Work ProcessGroup::ring_all_reduce_async(Tensor& t, ReduceOp op) {
+  check_reducible(t, "ring_all_reduce");
+  return issue("ring_all_reduce", t.nbytes(), {t}, [this, t, op]() mutable {
+    if (!comm_) return;
+    Tensor buffer = reduction_buffer(t);
+    if (buffer.dtype() == DType::f64) ring(buffer.data<double>(), buffer.numel(), op, rank_, size_, comm_->ring);
+    else ring(buffer.data<float>(), buffer.numel(), op, rank_, size_, comm_->ring);
+    if (buffer.data_ptr() != t.data_ptr()) t.copy_(buffer);
+  });
+}
+
+}  // namespace weft::dist

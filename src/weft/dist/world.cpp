@@ -1,0 +1,51 @@
+#include "weft/dist/world.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "weft/core/error.h"
+
+namespace weft::dist {
+
+bool launched_by_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+namespace {
+
+void finalize_mpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+World start() {
+  World w;
+  if (!launched_by_mpi()) return w;
+  int provided = 0;
+  WEFT_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS, Error,
+             "MPI_Init_thread failed: this process was started by an MPI launcher (mpirun or srun), but MPI could "
+             "not start");
+  std::atexit(finalize_mpi);
+  WEFT_CHECK(provided >= MPI_THREAD_MULTIPLE, Error, "this MPI library gives thread level ", provided,
+             ", but weft's process groups need MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
+  // Errors come back as return codes, which weft turns into exceptions naming the call.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  w.launched = true;
+  return w;
+}
+
+}  // namespace
+
+const World& world() {
+  static const World w = start();
+  return w;
+}
+
+}  // namespace weft::dist

@@ -1,0 +1,28 @@
+// The process's place in a launch. weft is always linked against Open MPI, but a process that no
+// launcher started (mpirun, or srun, sets none of the variables below) is rank 0 of 1 and never
+// initialises MPI, so `weft train` alone runs exactly as it would without this layer.
+//
+// Launched, world() initialises MPI on first use with MPI_THREAD_MULTIPLE (each ProcessGroup
+// runs its MPI calls on a thread of its own, and groups may talk at the same time) and finalises
+// it at exit. Rank and size are MPI_COMM_WORLD's; the launchers' variables only say whether there
+// is a launch:
+//   Open MPI's mpirun: OMPI_COMM_WORLD_SIZE; PMIx (srun --mpi=pmix): PMIX_RANK; PMI-1/2 (srun,
+//   MPICH's hydra): PMI_SIZE.
+#pragma once
+
+namespace weft::dist {
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  bool launched = false;  // started by a launcher: MPI is initialised
+};
+
+// Throws weft::Error when a launch is seen but MPI cannot be initialised, or gives less than
+// MPI_THREAD_MULTIPLE.
+const World& world();
+
+// Whether the environment names a launch (without initialising anything).
+bool launched_by_mpi();
+
+}  // namespace weft::dist
