@@ -15,7 +15,7 @@ build: setup
 
 build-asan: setup
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build-asan -j $(JOBS) --target weft_tests
+	@cmake --build build-asan -j $(JOBS) --target weft_tests weft_dist_tests
 
 # Trains the CNN on Fashion-MNIST for two epochs, then evaluates the saved checkpoint.
 DEMO_OUT ?= runs/demo
