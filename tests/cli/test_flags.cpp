@@ -78,6 +78,9 @@ std::vector<Row> rows() {
       {kTrain, "--optimizer", {"lion"}},
       {kTrain, "--precision", {"int8", "fp8"}},
       {kTrain + " --master-weights", "--precision", {"fp32", "fp16"}},  // master weights are for bf16
+      {"bench comm", "--min-bytes", {"0", "-1", "abc", "3", "4GiB"}},
+      {"bench comm --min-bytes 1MiB", "--max-bytes", {"512KiB", "1e300"}},
+      {"bench comm", "--iters", with(non_negative, {"1000001"})},
       {kTrain, "--dataset", {"cifar"}},
       {kTrain, "--layers", {"2"}},  // a GPT's flag
       {kGpt, "--layers", with(positive, {"1025"})},
