@@ -1,0 +1,111 @@
+#include "weft/dist/ddp.h"
+
+#include <algorithm>
+
+#include "weft/autograd/grad_mode.h"
+
+namespace weft::dist {
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group, DDPOptions options)
+    : group_(group), options_(options), params_(model.parameters()) {
+  WEFT_CHECK(options_.bucket_bytes > 0, ValueError, "DDP: bucket size must be positive, got ", options_.bucket_bytes);
+  {
+    NoGradGuard no_grad;
+    for (Tensor& p : params_) group_.broadcast(p, 0);
+    for (auto& [name, buffer] : model.named_buffers()) group_.broadcast(buffer, 0);
+  }
+  // Buckets over the parameters in reverse order, one dtype each.
+  bucket_of_.resize(params_.size());
+  copied_.assign(params_.size(), false);
+  int64_t bytes = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const Tensor& p = params_[k];
+    const int64_t size = p.nbytes();
+    const bool fresh = buckets_.empty() || bytes + size > options_.bucket_bytes ||
+                       params_[buckets_.back().params.front()].dtype() != p.dtype();
+    if (fresh) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    Bucket& b = buckets_.back();
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+    b.params.push_back(k);
+    bucket_of_[k] = buckets_.size() - 1;
+    bytes += size;
+  }
+  for (Bucket& b : buckets_) {
+    const Tensor& last = params_[b.params.back()];
+    b.flat = Tensor::zeros({b.offsets.back() + last.numel()}, last.dtype());
+  }
+  for (size_t k = 0; k < params_.size(); ++k)
+    hooks_.push_back(params_[k].register_grad_ready_hook([this, k](const Tensor&) { gradient_ready(k); }));
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (Bucket& b : buckets_) {
+    try {
+      b.work.wait();
+    } catch (const Error&) {  // a failed all-reduce was reported by finish_backward already
+    }
+  }
+  for (RemovableHandle& hook : hooks_) hook.remove();
+}
+
+void DistributedDataParallel::prepare_backward() {
+  for (Bucket& b : buckets_) b.pending = static_cast<int64_t>(b.params.size());
+  std::fill(copied_.begin(), copied_.end(), false);
+  next_to_issue_ = 0;
+  issued_during_backward_ = 0;
+  armed_ = true;
+}
+
+void DistributedDataParallel::gradient_ready(size_t k) {
+  if (!armed_ || copied_[k]) return;
+  const Tensor& grad = params_[k].grad();
+  if (!grad.defined()) return;
+  Bucket& b = buckets_[bucket_of_[k]];
+  const size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
+  NoGradGuard no_grad;
+  b.flat.narrow(0, b.offsets[slot], grad.numel()).copy_(grad.reshape({grad.numel()}));
+  copied_[k] = true;
+  --b.pending;
+  if (options_.overlap) issue_ready_buckets();
+}
+
+void DistributedDataParallel::issue_ready_buckets() {
+  while (next_to_issue_ < buckets_.size() && buckets_[next_to_issue_].pending == 0) {
+    Bucket& b = buckets_[next_to_issue_++];
+    b.work = group_.all_reduce_async(b.flat, ReduceOp::avg);
+    if (armed_) ++issued_during_backward_;
+  }
+}
+
+void DistributedDataParallel::finish_backward() {
+  WEFT_CHECK(armed_, ValueError, "DDP: finish_backward without prepare_backward before the backward");
+  armed_ = false;
+  NoGradGuard no_grad;
+  // Parameters without a gradient in this pass add zeros; then everything not issued goes.
+  for (Bucket& b : buckets_) {
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      if (copied_[b.params[slot]]) continue;
+      b.flat.narrow(0, b.offsets[slot], params_[b.params[slot]].numel()).zero_();
+      --b.pending;
+    }
+  }
+  issue_ready_buckets();
+  for (Bucket& b : buckets_) {
+    b.work.wait();
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      const Tensor& p = params_[b.params[slot]];
+      Tensor average = b.flat.narrow(0, b.offsets[slot], p.numel()).reshape(p.shape());
+      if (p.grad().defined()) {
+        Tensor grad = p.grad();
+        grad.copy_(average);
+      } else {
+        p.set_grad(average.clone());
+      }
+    }
+  }
+}
+
+}  // namespace weft::dist

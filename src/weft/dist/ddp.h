@@ -1,0 +1,79 @@
+// DistributedDataParallel: every rank keeps a whole copy of the model and computes gradients on its
+// own slice of the batch; the ranks average the gradients (all-reduce) so that every copy takes
+// the step one process would take on the whole batch.
+//
+//   dist::DistributedDataParallel ddp(*model, dist::ProcessGroup::world());  // rank 0's weights to all
+//   ddp.prepare_backward();   // before the backward whose gradients are final (a step's last micro-batch)
+//   loss.backward();          // each bucket's all-reduce starts as its last gradient becomes ready
+//   ddp.finish_backward();    // waits for the rest: every .grad is now the average over ranks
+//   optimizer.step();
+//
+// Micro-batches before the last skip prepare_backward (PyTorch's no_sync): their gradients only
+// accumulate locally.
+//
+// Buckets: the parameters in reverse order (about the order backward finishes their gradients),
+// cut into buckets of at most bucket_bytes (a parameter larger than that is a bucket alone), one
+// dtype per bucket. A grad-ready hook copies each final gradient into its bucket's flat buffer;
+// when a bucket's last gradient is in, its all-reduce (avg) is issued asynchronously, so it runs
+// on the group's thread while backward goes on. Buckets are issued in bucket order only, the same
+// on every rank, as a group's collectives must be: a bucket that is ready waits for the ones
+// before it. A parameter that got no gradient in this pass (on this rank) contributes zeros:
+// finish_backward() fills those in and issues what is left, so an unused parameter never stalls
+// its bucket, and its .grad becomes the average of what the other ranks had.
+//
+// With overlap off every bucket is issued in finish_backward(), after backward: what overlap buys
+// is then measurable.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "weft/core/hooks.h"
+#include "weft/dist/process_group.h"
+#include "weft/nn/module.h"
+
+namespace weft::dist {
+
+struct DDPOptions {
+  int64_t bucket_bytes = int64_t{25} << 20;
+  bool overlap = true;
+};
+
+class DistributedDataParallel {
+ public:
+  // Broadcasts rank 0's parameters and buffers to every rank (blocking), then registers the hooks.
+  DistributedDataParallel(nn::Module& model, ProcessGroup& group, DDPOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  void prepare_backward();
+  void finish_backward();
+
+  int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // Buckets whose all-reduce was issued during the last backward, before finish_backward().
+  int64_t issued_during_backward() const { return issued_during_backward_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;    // indices into params_
+    std::vector<int64_t> offsets;  // each one's first element in flat
+    Tensor flat;
+    int64_t pending = 0;           // gradients not yet copied in this pass
+    Work work;
+  };
+  void gradient_ready(size_t param);
+  void issue_ready_buckets();
+
+  ProcessGroup& group_;
+  DDPOptions options_;
+  std::vector<Tensor> params_;
+  std::vector<size_t> bucket_of_;  // per parameter
+  std::vector<bool> copied_;       // per parameter, this pass
+  std::vector<Bucket> buckets_;
+  size_t next_to_issue_ = 0;
+  bool armed_ = false;
+  int64_t issued_during_backward_ = 0;
+  std::vector<RemovableHandle> hooks_;
+};
+
+}  // namespace weft::dist

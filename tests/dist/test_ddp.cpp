@@ -1,0 +1,107 @@
+// DistributedDataParallel under mpirun: N ranks, each on its slice of the batch, step to the
+// parameters one process reaches on the whole batch (each rank computes that reference itself).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "weft/core/random.h"
+#include "weft/dist/ddp.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/models.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/linear.h"
+#include "weft/ops/loss.h"
+#include "weft/ops/reduce.h"
+#include "weft/optim/sgd.h"
+
+namespace weft::dist {
+namespace {
+
+ProcessGroup& group() { return ProcessGroup::world(); }
+
+double largest_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double worst = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const std::vector<double> x = a[k].to_vector<double>(), y = b[k].to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+  }
+  return worst;
+}
+
+// Three SGD-with-momentum steps of the MLP on a batch of 8, against one process on all 8. The
+// ranks start from different weights: DDP's broadcast makes them rank 0's, which the reference
+// starts from. Buckets of 25 MiB (one) and of 64 KiB (several), with and without overlap.
+TEST(DDP, RanksOnSlicesOfTheBatchStepAsOneProcessOnAllOfIt) {
+  const int rank = group().rank(), size = group().size();
+  Generator data(5);
+  const Tensor x = Tensor::randn({8, 1, 28, 28}, data);
+  std::vector<int64_t> labels(8);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>((i * 3) % 10);
+  const Tensor y = Tensor::from_vector(labels, {8});
+  const int64_t per_rank = 8 / size;
+  const Tensor my_x = x.narrow(0, rank * per_rank, per_rank).contiguous();
+  const Tensor my_y = y.narrow(0, rank * per_rank, per_rank).contiguous();
+
+  manual_seed(1);
+  std::shared_ptr<nn::Module> reference = nn::make_mlp();
+  optim::SGD reference_opt(reference->parameters(), 0.1, {.momentum = 0.9});
+  for (int step = 0; step < 3; ++step) {
+    reference_opt.zero_grad();
+    cross_entropy((*reference)(x), y).backward();
+    reference_opt.step();
+  }
+  for (int64_t bucket_bytes : {int64_t{25} << 20, int64_t{64} << 10}) {
+    for (bool overlap : {true, false}) {
+      manual_seed(1 + static_cast<uint64_t>(rank));
+      std::shared_ptr<nn::Module> model = nn::make_mlp();
+      DistributedDataParallel ddp(*model, group(), {.bucket_bytes = bucket_bytes, .overlap = overlap});
+      optim::SGD opt(model->parameters(), 0.1, {.momentum = 0.9});
+      for (int step = 0; step < 3; ++step) {
+        opt.zero_grad();
+        ddp.prepare_backward();
+        cross_entropy((*model)(my_x), my_y).backward();
+        ddp.finish_backward();
+        opt.step();
+      }
+      const std::string what = str("bucket ", bucket_bytes, " overlap ", overlap, " rank ", rank);
+      EXPECT_LT(largest_difference(model->parameters(), reference->parameters()), 1e-5) << what;
+      if (bucket_bytes < (int64_t{1} << 20)) {
+        EXPECT_GT(ddp.buckets(), 2) << what;
+        if (overlap) EXPECT_GT(ddp.issued_during_backward(), 0) << what;
+        else EXPECT_EQ(ddp.issued_during_backward(), 0) << what;
+      }
+    }
+  }
+}
+
+struct TwoHeads : nn::Module {
+  std::shared_ptr<nn::Linear> used, sometimes;
+  TwoHeads() : Module("TwoHeads"), used(std::make_shared<nn::Linear>(4, 3)), sometimes(std::make_shared<nn::Linear>(4, 2)) {
+    register_module("used", used);
+    register_module("sometimes", sometimes);
+  }
+  Tensor forward(const Tensor& x) override { return (*used)(x); }
+};
+
+// A parameter only rank 0 uses does not stall its bucket elsewhere, and every rank ends with the
+// average: rank 0's gradient over the world size.
+TEST(DDP, AParameterWithoutAGradientOnSomeRanksGetsTheAverage) {
+  const int rank = group().rank(), size = group().size();
+  manual_seed(3);
+  TwoHeads model;
+  DistributedDataParallel ddp(model, group(), {.bucket_bytes = 1 << 20});
+  const Tensor x = Tensor::ones({5, 4});
+  ddp.prepare_backward();
+  Tensor loss = sum(model(x));
+  if (rank == 0) loss = add(loss, sum((*model.sometimes)(x)));
+  loss.backward();
+  ddp.finish_backward();
+  ASSERT_TRUE(model.sometimes->weight.grad().defined());
+  // d sum(x W^T + b) / dW = column sums of x for every row: 5 here, averaged over the ranks.
+  const std::vector<float> got = model.sometimes->weight.grad().to_vector<float>();
+  for (float g : got) EXPECT_FLOAT_EQ(g, 5.0f / static_cast<float>(size)) << "rank " << rank;
+  for (float g : model.used->weight.grad().to_vector<float>()) EXPECT_FLOAT_EQ(g, 5.0f) << "rank " << rank;
+}
+
+}  // namespace
+}  // namespace weft::dist
