@@ -137,6 +137,11 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
               "with bf16: the model and its gradients in bf16, f32 master weights in the optimizer (16 bytes "
               "per parameter with Adam)");
   number_flag(t, "--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step");
+  t->add_option("--parallel", o->parallel,
+                "ddp: data parallel over the ranks of mpirun (the default there); --batch-size is the global batch")
+      ->check(one_of({"ddp"}));
+  number_flag(t, "--bucket-mb", o->bucket_mb, "DDP: gradient bucket size in MiB");
+  t->add_flag("--no-overlap{false}", o->ddp_overlap, "DDP: all-reduce the gradients after backward, not during it");
   t->add_flag("--checkpoint-activations", o->checkpoint_activations,
               "recompute activations in backward instead of keeping them");
   t->add_flag("--auto-batch", o->auto_batch,

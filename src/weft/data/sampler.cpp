@@ -82,4 +82,27 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   return mine;
 }
 
+BatchSliceSampler::BatchSliceSampler(std::shared_ptr<const Sampler> global, int64_t global_batch, int rank, int world)
+    : global_(std::move(global)), global_batch_(global_batch), rank_(rank), world_(world), size_(0) {
+  WEFT_CHECK(world >= 1 && rank >= 0 && rank < world, ValueError, "BatchSliceSampler: rank ", rank,
+             " is not in a world of ", world);
+  WEFT_CHECK(global_batch >= 1 && global_batch % world == 0, ValueError, "BatchSliceSampler: a batch of ", global_batch,
+             " does not split evenly over ", world, " ranks");
+  for (int64_t start = 0; start < global_->size(); start += global_batch_) {
+    const int64_t length = std::min(global_batch_, global_->size() - start);
+    size_ += length * (rank_ + 1) / world_ - length * rank_ / world_;
+  }
+}
+
+std::vector<int64_t> BatchSliceSampler::indices(int64_t epoch) const {
+  const std::vector<int64_t> all = global_->indices(epoch);
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(size_));
+  for (int64_t start = 0; start < static_cast<int64_t>(all.size()); start += global_batch_) {
+    const int64_t length = std::min<int64_t>(global_batch_, static_cast<int64_t>(all.size()) - start);
+    mine.insert(mine.end(), all.begin() + start + length * rank_ / world_, all.begin() + start + length * (rank_ + 1) / world_);
+  }
+  return mine;
+}
+
 }  // namespace weft::data

@@ -12,6 +12,7 @@
 // ranks' shares are disjoint and together cover the dataset.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace weft::data {
@@ -76,6 +77,25 @@ class DistributedSampler : public Sampler {
   bool shuffle_;
   uint64_t seed_;
   int64_t per_rank_;
+};
+
+// Rank `rank` of `world`'s share of the batches `global` gives: of each run of `global_batch`
+// indices (an epoch's last run may be shorter), the rank-th of `world` slices as equal as they cut.
+// The ranks' batch k together are the one-process batch k, and no index is any two ranks'. For
+// samplers that draw with replacement (a language model's windows), where DistributedSampler's
+// interleaving of one permutation has nothing to interleave. global_batch not a multiple of world,
+// or a rank outside [0, world) → ValueError.
+class BatchSliceSampler : public Sampler {
+ public:
+  BatchSliceSampler(std::shared_ptr<const Sampler> global, int64_t global_batch, int rank, int world);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return size_; }
+
+ private:
+  std::shared_ptr<const Sampler> global_;
+  int64_t global_batch_;
+  int rank_, world_;
+  int64_t size_;
 };
 
 }  // namespace weft::data

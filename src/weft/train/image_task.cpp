@@ -73,7 +73,10 @@ class ImageTask : public Task {
     return model;
   }
   std::shared_ptr<const data::Dataset> train_data() const override { return train_; }
-  std::shared_ptr<const data::Sampler> train_sampler(int64_t, uint64_t seed) const override {
+  // Across ranks, DistributedSampler deals out the one-process permutation: rank r's batch k holds
+  // the same samples as the r-th slice of the one-process batch k, interleaved.
+  std::shared_ptr<const data::Sampler> train_sampler(int64_t, uint64_t seed, int rank, int world) const override {
+    if (world > 1) return std::make_shared<data::DistributedSampler>(train_->size(), rank, world, /*shuffle=*/true, seed);
     return std::make_shared<data::RandomSampler>(train_->size(), seed);
   }
   const char* items() const override { return "samples"; }

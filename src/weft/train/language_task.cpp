@@ -175,10 +175,14 @@ class LanguageTask : public Task {
   // Windows start anywhere in the token stream, so an epoch of every window once would be
   // `context` passes over the text: starts are drawn with replacement instead (ReplacementSampler),
   // and an epoch is as many windows as the training tokens would fill end to end.
-  std::shared_ptr<const data::Sampler> train_sampler(int64_t batch_size, uint64_t seed) const override {
+  // Across ranks, each takes its slice of every one-process batch (disjoint windows).
+  std::shared_ptr<const data::Sampler> train_sampler(int64_t batch_size, uint64_t seed, int rank,
+                                                     int world) const override {
     const int64_t tokens = static_cast<int64_t>(train_->shard().tokens.size());
     const int64_t steps = std::max<int64_t>(1, tokens / (batch_size * config_.context));
-    return std::make_shared<data::ReplacementSampler>(train_->size(), steps * batch_size, seed);
+    auto draws = std::make_shared<data::ReplacementSampler>(train_->size(), steps * batch_size, seed);
+    if (world == 1) return draws;
+    return std::make_shared<data::BatchSliceSampler>(draws, batch_size, rank, world);
   }
   const char* items() const override { return "tokens"; }
   bool tallies_accuracy() const override { return false; }

@@ -43,6 +43,8 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
              *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
   check_flag("--memory-limit", memory_limit, {.min = 0});
+  if (!parallel.empty()) check_choice("--parallel", parallel, {"ddp"});
+  check_flag("--bucket-mb", bucket_mb, {.min = 1, .max = 1 << 20});
   WEFT_CHECK(!master_weights || precision == amp::Precision::bf16, ValueError,
              "--precision: must be bf16 with --master-weights (the model in bf16, f32 master weights in the "
              "optimizer), got '", amp::precision_name(precision), "'",
@@ -81,7 +83,8 @@ nlohmann::json TrainOptions::to_json() const {
                       {"batch_size", or_null(batch_size)}, {"optimizer", optim::optimizer_name(optimizer)}, {"lr", or_null(lr)},
                       {"weight_decay", or_null(weight_decay)}, {"schedule", schedule}, {"warmup", or_null(warmup)},
                       {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)},
-                      {"master_weights", master_weights}, {"grad_accum", grad_accum},
+                      {"master_weights", master_weights}, {"parallel", parallel}, {"bucket_mb", bucket_mb},
+                      {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},
                       {"threads", threads}, {"profile_trace", profile_trace}};

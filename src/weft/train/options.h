@@ -72,6 +72,11 @@ struct TrainOptions {
   // states in the optimizer (2 + 2 + 12 bytes per parameter, the ZeRO paper's layout) instead of
   // autocast over f32 parameters (4 + 4 + 8, and 2 for the bf16 copies the forward reads).
   bool master_weights = false;
+  // Parallelism over the ranks of an MPI launch: "" (under mpirun with more than one rank: ddp) or
+  // ddp. --batch-size is the global batch, each rank takes batch-size / ranks.
+  std::string parallel;
+  int64_t bucket_mb = 25;  // DDP's gradient buckets
+  bool ddp_overlap = true;  // all-reduce buckets during backward (false: after it, to measure the overlap)
   int64_t grad_accum = 1;               // micro-batches per step; must divide the batch size
   bool checkpoint_activations = false;  // recompute activations in backward instead of keeping them
   bool auto_batch = false;   // on OutOfMemoryError: halve the micro-batch, redo the step (and evaluation)

@@ -60,8 +60,11 @@ class Task {
 
   virtual std::shared_ptr<const data::Dataset> train_data() const = 0;
   // The order of each epoch's samples for batches of `batch_size`; its size() over batch_size
-  // (rounded up) is the epoch's number of steps.
-  virtual std::shared_ptr<const data::Sampler> train_sampler(int64_t batch_size, uint64_t seed) const = 0;
+  // (rounded up) is the epoch's number of steps. Under data parallelism (`world` > 1, batch_size
+  // the global batch) rank `rank`'s share, batches of batch_size / world that together make the
+  // one-process batches.
+  virtual std::shared_ptr<const data::Sampler> train_sampler(int64_t batch_size, uint64_t seed, int rank = 0,
+                                                             int world = 1) const = 0;
   virtual const char* items() const = 0;  // "samples" | "tokens"
   // Whether the step counts correct predictions (an argmax over every class: affordable for ten
   // classes, a visible part of the step for a vocabulary).

@@ -21,6 +21,8 @@
 #include "weft/core/random.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
+#include "weft/dist/ddp.h"
+#include "weft/dist/world.h"
 #include "weft/io/dir_lock.h"
 #include "weft/io/json.h"
 #include "weft/kernels/cpu/roofline.h"
@@ -260,14 +262,36 @@ nlohmann::json TrainResult::to_json() const {
   return j;
 }
 
-TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
+TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive) {
   const Clock::time_point start = Clock::now();
-  o.validate();
+  options.validate();
+  // Data parallelism: under an MPI launch of more than one rank (or --parallel ddp), every rank
+  // trains a copy of the model on its share of each batch, and rank 0 alone writes and prints.
+  dist::ProcessGroup& group = dist::ProcessGroup::world();
+  const int world = group.size(), rank = group.rank();
+  const bool data_parallel = world > 1;
+  WEFT_CHECK(options.parallel.empty() || data_parallel, ValueError, "--parallel ", options.parallel,
+             ": trains over the ranks of an MPI launch, and this is ",
+             dist::launched_by_mpi() ? "a launch of one rank" : "a single process", "; run it under mpirun -np N");
+  WEFT_CHECK(!data_parallel || !options.auto_batch, ValueError,
+             "--auto-batch: not under data parallelism yet: an out-of-memory on one rank would leave the others waiting "
+             "in their all-reduce");
+  TrainOptions o = options;
+  std::ostream nowhere(nullptr);
+  std::ostream& log = rank == 0 ? rank0_log : nowhere;
+  const bool interactive = rank == 0 && rank0_interactive;
+  if (rank != 0) {
+    o.out_dir.clear();
+    o.profile_trace.clear();
+  }
   check_precision(o.precision, log);
   const int64_t batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
-  WEFT_CHECK(batch_size % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
-             ", the task's default) so that every micro-batch has batch-size / grad-accum samples, got '",
-             o.grad_accum, "'");
+  WEFT_CHECK(batch_size % world == 0, ValueError, "--batch-size: is the global batch, split over the ", world,
+             " ranks, so it must be a multiple of ", world, ", got '", batch_size, "'");
+  const int64_t rank_batch = batch_size / world;
+  WEFT_CHECK(rank_batch % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
+             world > 1 ? str(": ", rank_batch, " on each of ", world, " ranks") : std::string(", the task's default"),
+             ") so that every micro-batch has batch-size / grad-accum samples, got '", o.grad_accum, "'");
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
 
@@ -320,10 +344,11 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   // Clipping's norm is read while backward runs, each gradient as it becomes final (in cache),
   // except under fp16, whose scaler rewrites the gradients (unscale) after backward.
   std::optional<optim::BackwardGradNorm> backward_norm;
-  if (clip_grad > 0 && !scaler) backward_norm.emplace(model->parameters());
+  // Under data parallelism the norm is of the averaged gradients, read after the all-reduce.
+  if (clip_grad > 0 && !scaler && !data_parallel) backward_norm.emplace(model->parameters());
 
-  std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed);
-  data::DataLoader loader(task->train_data(), sampler, batch_size, /*drop_last=*/false, o.prefetch);
+  std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed, rank, world);
+  data::DataLoader loader(task->train_data(), sampler, rank_batch, /*drop_last=*/false, o.prefetch);
   int64_t steps_per_epoch = loader.num_batches();
   if (o.limit_train_batches > 0) steps_per_epoch = std::min(steps_per_epoch, o.limit_train_batches);
 
@@ -340,7 +365,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   // forward's linear layers read those instead of casting every weight each step.
   if (low_precision && !o.master_weights) optimizer->keep_low_precision_copies(*low_precision);
 
-  int64_t micro_batch = batch_size / o.grad_accum;
+  std::optional<dist::DistributedDataParallel> ddp;
+  if (data_parallel) ddp.emplace(*model, group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
+  int64_t micro_batch = rank_batch / o.grad_accum;
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
              ValueError, "--epochs: must be at most ", shortest(static_cast<double>(kMaxSteps) / steps_per_epoch),
              " at ", steps_per_epoch, " steps per epoch (a run is at most ", kMaxSteps, " steps), got '",
@@ -354,7 +381,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     // then restore everything they touched: the gradients and the generator (dropout).
     const auto rng = default_generator().state();
     std::vector<int64_t> order = sampler->indices(state.step / steps_per_epoch);
-    order.resize(std::min<size_t>(order.size(), static_cast<size_t>(batch_size)));
+    order.resize(std::min<size_t>(order.size(), static_cast<size_t>(rank_batch)));
     const data::Batch batch = task->train_data()->get_batch(order);
     double seconds = 0;
     for (int i = 0; i < 5; ++i) {
@@ -370,6 +397,11 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     const double steps_in_time =
         std::max(1.0, std::min((o.time_limit - seconds_since(start)) / per_step, static_cast<double>(kMaxSteps)));
     planned_steps = state.step + static_cast<int64_t>(steps_in_time);
+    if (data_parallel) {  // every rank takes rank 0's plan
+      Tensor plan = Tensor::scalar(static_cast<double>(planned_steps), DType::i64);
+      group.broadcast(plan, 0);
+      planned_steps = static_cast<int64_t>(plan.item());
+    }
     log << "time limit " << o.time_limit << " s: about " << per_step << " s per step, planning " << planned_steps
         << " steps\n";
   }
@@ -405,9 +437,13 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
   result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule},
                   {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
                   {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
-                  {"out", o.out_dir}};
+                  {"out", o.out_dir}, {"parallel", data_parallel ? "ddp" : "none"}, {"ranks", world}};
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
-      << " samples, " << steps_per_epoch << " per epoch\n";
+      << " samples, " << steps_per_epoch << " per epoch";
+  if (data_parallel)
+    log << "; data parallel on " << world << " ranks, " << rank_batch << " samples each, gradients all-reduced in "
+        << ddp->buckets() << " buckets" << (o.ddp_overlap ? " during backward" : " after backward");
+  log << "\n";
 
   // The last checkpoint: the one resumed from, then each one saved ("": none).
   std::string saved_in = o.resume_dir;
@@ -482,18 +518,34 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
     if (!bar) loader.start_epoch(epoch, batch_in_epoch);
     std::optional<data::Batch> batch = loader.next();
     WEFT_CHECK(batch.has_value(), Error, "the data loader ran out of batches at step ", state.step);
-    const int64_t items = batch->targets.numel();
+    int64_t items = batch->targets.numel();  // this rank's; the batch's after the ranks agree below
     if (!bar) {
       bar.emplace(log, str("epoch ", epoch + 1, "/", epochs),
-                  std::min(steps_per_epoch, planned_steps - epoch * steps_per_epoch), items, interactive, o.log_every,
+                  std::min(steps_per_epoch, planned_steps - epoch * steps_per_epoch), items * world, interactive, o.log_every,
                   task->items());
       epoch_loss = 0;
       epoch_items = epoch_correct = 0;
     }
     optim::set_scheduled_lr(*optimizer, *schedule, state.step);
-    const StepTally tally =
+    StepTally tally =
         accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step,
-                        log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr);
+                        log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr, ddp ? &*ddp : nullptr);
+    // What ends the run is decided once for every rank: a signal or the time limit one rank saw
+    // first, a loss that stopped being a number on any; the loss and counts logged are the batch's.
+    bool stop_now = !stop.received().empty(), time_up = o.time_limit > 0 && seconds_since(loop_start) >= o.time_limit;
+    if (data_parallel) {
+      Tensor agreed = Tensor::from_vector<double>(
+          {tally.loss_sum, static_cast<double>(items), static_cast<double>(tally.correct), stop_now ? 1.0 : 0.0,
+           time_up ? 1.0 : 0.0},
+          {5});
+      group.all_reduce(agreed, dist::ReduceOp::sum);
+      const std::vector<double> a = agreed.to_vector<double>();
+      tally.loss_sum = a[0];
+      items = static_cast<int64_t>(a[1]);
+      tally.correct = static_cast<int64_t>(a[2]);
+      stop_now = a[3] > 0;
+      time_up = a[4] > 0;
+    }
     // fp16's loss scaler skips the steps whose loss or gradients overflow f16, and says when that
     // persists.
     if (!scaler && !std::isfinite(tally.loss_sum)) diverged("the training loss", tally.loss_sum, state.step + 1);
@@ -549,13 +601,15 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool interactive) {
       bar.reset();
     }
     if (eval_every > 0 && state.step % eval_every == 0 && !last) evaluate();
-    if (o.time_limit > 0 && seconds_since(loop_start) >= o.time_limit && !last) {
+    if (time_up && !last) {
       if (bar) bar->finish(shown);
       result.hit_time_limit = true;
       log << "time limit of " << o.time_limit << " s reached at step " << state.step << " of " << planned_steps << "\n";
       break;
     }
-    if (result.stopped_by = stop.received(); !result.stopped_by.empty() && !last) {
+    if (stop_now && !last) {
+      // A rank that saw no signal itself stops with the one that did (mpirun hands SIGTERM on).
+      result.stopped_by = stop.received().empty() ? "SIGTERM" : stop.received();
       if (bar) bar->finish(shown);
       break;
     }

@@ -1,0 +1,108 @@
+// weft train under mpirun is data parallel: N ranks at batch B / N each reach the parameters one
+// process reaches at batch B. Rank 0 trains the one-process reference with the `weft` executable,
+// outside the launch (the launcher's variables removed, so it is rank 0 of 1), then every rank
+// trains in-process over the world group and rank 0 compares the two checkpoints.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "weft/dist/process_group.h"
+#include "weft/io/safetensors.h"
+#include "weft/train/trainer.h"
+
+namespace weft::dist {
+namespace {
+
+ProcessGroup& group() { return ProcessGroup::world(); }
+
+// A directory every rank names the same: rank 0's number for it, broadcast.
+std::string shared_directory(const char* what) {
+  Tensor id = Tensor::scalar(static_cast<double>(std::random_device{}() % 1000000000), DType::i64);
+  group().broadcast(id, 0);
+  return str("/tmp/weft_ddp_", what, "_", static_cast<int64_t>(id.item()));
+}
+
+double largest_difference(const std::string& a, const std::string& b) {
+  const io::SafetensorsFile x = io::load_safetensors(a), y = io::load_safetensors(b);
+  EXPECT_EQ(x.tensors.size(), y.tensors.size());
+  double worst = 0;
+  for (size_t k = 0; k < x.tensors.size() && k < y.tensors.size(); ++k) {
+    EXPECT_EQ(x.tensors[k].first, y.tensors[k].first);
+    const std::vector<double> u = x.tensors[k].second.to_vector<double>(), v = y.tensors[k].second.to_vector<double>();
+    for (size_t i = 0; i < u.size() && i < v.size(); ++i) worst = std::max(worst, std::abs(u[i] - v[i]));
+  }
+  return worst;
+}
+
+struct Case {
+  const char* name;
+  std::string flags;  // as `weft train` takes them
+  train::TrainOptions options;
+  double tolerance;
+};
+
+TEST(TrainDDP, RanksAtTheirShareOfTheBatchReachTheOneProcessParameters) {
+  const int rank = group().rank(), size = group().size();
+  train::TrainOptions mlp;
+  mlp.model = "mlp";
+  mlp.steps = 6;
+  mlp.batch_size = 64;
+  mlp.eval_every = 0;
+  mlp.optimizer = optim::OptimizerKind::momentum;
+  mlp.lr = 0.05;
+  train::TrainOptions cnn;
+  cnn.model = "cnn";
+  cnn.steps = 4;
+  cnn.batch_size = 32;
+  cnn.eval_every = 0;
+  train::TrainOptions gpt;  // AdamW with clipping at 1, the GPT's defaults; two micro-batches
+  gpt.model = "gpt";
+  gpt.text.data = {"random"};
+  gpt.text.layers = 2;
+  gpt.text.heads = 2;
+  gpt.text.dim = 32;
+  gpt.text.context = 16;
+  gpt.text.vocab = 64;
+  gpt.steps = 6;
+  gpt.batch_size = 16;
+  gpt.grad_accum = 2;
+  // AdamW divides each gradient by its own running size, so rounding differences in tiny
+  // gradients move parameters by more than plain SGD lets them.
+  const Case cases[] = {
+      {"mlp", "--model mlp --steps 6 --batch-size 64 --eval-every 0 --optimizer momentum --lr 0.05", mlp, 1e-6},
+      {"cnn", "--model cnn --steps 4 --batch-size 32 --eval-every 0", cnn, 1e-5},
+      {"gpt", "--model gpt --data random --layers 2 --heads 2 --dim 32 --context 16 --vocab 64 --steps 6 "
+              "--batch-size 16 --grad-accum 2", gpt, 1e-4},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = shared_directory(c.name);
+    if (rank == 0) {
+      const std::string command = str("env -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK -u PMI_SIZE ", WEFT_CLI_PATH, " train ",
+                                      c.flags, " --threads 1 --out ", dir, "/single >", dir, ".log 2>&1");
+      EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    }
+    group().barrier();
+    train::TrainOptions o = c.options;
+    o.threads = 1;
+    o.out_dir = dir + "/ddp";
+    std::ostringstream log;
+    const train::TrainResult r = train::train(o, log, false);
+    EXPECT_EQ(r.steps, *o.steps) << c.name << " rank " << rank;
+    if (rank == 0) {
+      EXPECT_LT(largest_difference(dir + "/single/model.safetensors", dir + "/ddp/model.safetensors"), c.tolerance)
+          << c.name << " on " << size << " ranks";
+      EXPECT_NE(log.str().find(str("on ", size, " ranks")), std::string::npos) << log.str();
+      std::filesystem::remove_all(dir);
+      std::filesystem::remove(dir + ".log");
+    }
+    EXPECT_TRUE(rank == 0 || log.str().empty()) << "rank " << rank << " printed: " << log.str();
+    group().barrier();
+  }
+}
+
+}  // namespace
+}  // namespace weft::dist
