@@ -10,6 +10,12 @@
 #include "weft/cli/commands.h"
 #include "weft/core/error.h"
 
+// The whole line in one write: the ranks of an MPI launch share one stderr, and a line written in
+// pieces interleaves with another rank's.
+namespace {
+std::string error_line(const std::string& message) { return "weft: " + message + "\n"; }
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"weft: train, inspect and evaluate models, plan their memory, and see what the hardware does"};
   app.require_subcommand(1);
@@ -31,21 +37,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ValidationError& e) {
-    std::cerr << "weft: " << e.what() << "\n";
+    std::cerr << error_line(e.what());
     return 2;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "weft: " << e.what() << " (see weft --help)\n";
+    std::cerr << error_line(std::string(e.what()) + " (see weft --help)");
     return 2;
   } catch (const weft::Error& e) {
-    std::cerr << "weft: " << e.what() << "\n";
+    std::cerr << error_line(e.what());
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {
     // The last net for a path call that readers do not wrap: it is always about a path from the
     // user's environment (a symlink loop, a name too long, no permission), and names it.
-    std::cerr << "weft: " << e.what() << "\n";
+    std::cerr << error_line(e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "weft: internal error: " << e.what() << "\n";
+    std::cerr << error_line(std::string("internal error: ") + e.what());
     return 1;
   }
   return 0;

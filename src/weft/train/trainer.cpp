@@ -276,6 +276,23 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   WEFT_CHECK(!data_parallel || !options.auto_batch, ValueError,
              "--auto-batch: not under data parallelism yet: an out-of-memory on one rank would leave the others waiting "
              "in their all-reduce");
+  if (data_parallel) {
+    // Every rank must run the same training: a rank started with other flags would take other
+    // steps, or wait in a collective the others never issue. Each rank's options, hashed, are
+    // compared before anything is loaded, and every rank refuses alike.
+    const uint64_t mine = std::hash<std::string>{}(options.to_json().dump());
+    Tensor hash = Tensor::scalar(static_cast<double>(static_cast<int64_t>(mine >> 1)), DType::i64);
+    Tensor all = Tensor::empty({world}, DType::i64);
+    group.all_gather(hash, all);
+    const std::vector<int64_t> hashes = all.to_vector<int64_t>();
+    std::string differ;
+    for (int r = 1; r < world; ++r)
+      if (hashes[static_cast<size_t>(r)] != hashes[0]) differ += str(differ.empty() ? "" : ", ", r);
+    const bool one = differ.find(',') == std::string::npos;
+    WEFT_CHECK(differ.empty(), ValueError, "the ranks were started with different options: rank", one ? " " : "s ",
+               differ, one ? " differs" : " differ", " from rank 0; every rank of a data-parallel run takes the same "
+               "weft train flags");
+  }
   TrainOptions o = options;
   std::ostream nowhere(nullptr);
   std::ostream& log = rank == 0 ? rank0_log : nowhere;
