@@ -6,6 +6,10 @@
 
 namespace weft::dist {
 
+namespace {
+constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
+}  // namespace
+
 DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group, DDPOptions options)
     : group_(group), options_(options), params_(model.parameters()) {
   WEFT_CHECK(options_.bucket_bytes > 0, ValueError, "DDP: bucket size must be positive, got ", options_.bucket_bytes);
@@ -21,7 +25,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
     const int64_t size = p.nbytes();
-    const bool fresh = buckets_.empty() || bytes + size > options_.bucket_bytes ||
+    // The first bucket is small (as PyTorch's DDP makes it): its all-reduce starts as soon as the
+    // last layers' gradients are in, instead of after a quarter of backward.
+    const int64_t cap = buckets_.size() == 1 ? std::min(options_.bucket_bytes, kFirstBucketBytes) : options_.bucket_bytes;
+    const bool fresh = buckets_.empty() || bytes + size > cap ||
                        params_[buckets_.back().params.front()].dtype() != p.dtype();
     if (fresh) {
       buckets_.emplace_back();

@@ -12,8 +12,9 @@
 // accumulate locally.
 //
 // Buckets: the parameters in reverse order (about the order backward finishes their gradients),
-// cut into buckets of at most bucket_bytes (a parameter larger than that is a bucket alone), one
-// dtype per bucket. A grad-ready hook copies each final gradient into its bucket's flat buffer;
+// cut into buckets of at most bucket_bytes (the first of at most 1 MiB, so that communication
+// starts early in backward; a parameter larger than its bucket's cap is a bucket alone), one dtype
+// per bucket. A grad-ready hook copies each final gradient into its bucket's flat buffer;
 // when a bucket's last gradient is in, its all-reduce (avg) is issued asynchronously, so it runs
 // on the group's thread while backward goes on. Buckets are issued in bucket order only, the same
 // on every rank, as a group's collectives must be: a bucket that is ready waits for the ones
