@@ -78,15 +78,18 @@ Tensor reduction_buffer(const Tensor& t) {
 MPI_Datatype mpi_type(DType d) { return d == DType::f64 ? MPI_DOUBLE : MPI_FLOAT; }
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
-// x /= n over a reduction buffer: avg is the sum divided by the group's size.
+// x[i] /= n: avg is the sum divided by the group's size (a division, as PyTorch's avg, not a
+// multiplication by 1/n, which rounds differently).
+template <typename T>
+void divide(T* x, int64_t count, int n) {
+  const T d = static_cast<T>(n);
+#pragma omp simd
+  for (int64_t i = 0; i < count; ++i) x[i] /= d;
+}
+
 void divide(Tensor& t, int n) {
-  if (t.dtype() == DType::f64) {
-    double* p = t.data<double>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= n;
-  } else {
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= static_cast<float>(n);
-  }
+  if (t.dtype() == DType::f64) divide(t.data<double>(), t.numel(), n);
+  else divide(t.data<float>(), t.numel(), n);
 }
 
 // a[i] = a[i] op b[i].
@@ -161,21 +164,60 @@ ProcessGroup::Status ProcessGroup::status() const {
   return {issued_, completed_};
 }
 
+namespace {
+// Set by the blocking forms for the operation they issue: run it here if the group is idle.
+thread_local bool run_here = false;
+
+// Issues through `async` with run_here set, then waits.
+template <typename Async>
+void blocking(Async&& async) {
+  run_here = true;
+  Work work;
+  try {
+    work = async();
+  } catch (...) {
+    run_here = false;
+    throw;
+  }
+  run_here = false;
+  work.wait();
+}
+}  // namespace
+
+void ProcessGroup::all_reduce(Tensor& t, ReduceOp op) { blocking([&] { return all_reduce_async(t, op); }); }
+void ProcessGroup::ring_all_reduce(Tensor& t, ReduceOp op) { blocking([&] { return ring_all_reduce_async(t, op); }); }
+void ProcessGroup::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+  blocking([&] { return reduce_scatter_async(input, output, op); });
+}
+void ProcessGroup::all_gather(const Tensor& input, Tensor& output) {
+  blocking([&] { return all_gather_async(input, output); });
+}
+void ProcessGroup::broadcast(Tensor& t, int root) { blocking([&] { return broadcast_async(t, root); }); }
+void ProcessGroup::barrier() { blocking([&] { return barrier_async(); }); }
+void ProcessGroup::send(const Tensor& t, int to, int tag) { blocking([&] { return send_async(t, to, tag); }); }
+void ProcessGroup::recv(Tensor& t, int from, int tag) { blocking([&] { return recv_async(t, from, tag); }); }
+
 Work ProcessGroup::issue(const char* op, int64_t bytes, std::vector<Tensor> keep_alive, std::function<void()> run) {
   Work work;
   work.state_ = std::make_shared<Work::State>();
   work.state_->keep_alive = std::move(keep_alive);
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   issued_ = {issued_.seq + 1, op, bytes};
   work.state_->seq = issued_.seq;
-  if (!comm_) {  // one rank: nothing to wait for
+  if (!comm_ || (run_here && queue_.empty() && !busy_)) {  // one rank, or an idle group: run it here
+    const OpRecord record = issued_;
+    busy_ = true;
+    lock.unlock();
     try {
       run();
     } catch (...) {
       work.state_->error = std::current_exception();
     }
     work.state_->done = true;
-    completed_ = issued_;
+    lock.lock();
+    busy_ = false;
+    completed_ = record;
+    queued_cv_.notify_all();  // what other threads queued meanwhile may start
     return work;
   }
   if (!thread_.joinable()) thread_ = std::thread([this] { serve(); });
@@ -189,10 +231,11 @@ void ProcessGroup::serve() {
     Queued next;
     {
       std::unique_lock lock(mutex_);
-      queued_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      queued_cv_.wait(lock, [&] { return (stopping_ && !busy_) || (!queue_.empty() && !busy_); });
       if (queue_.empty()) return;
       next = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     const std::shared_ptr<Work::State>& state = next.state;
     std::exception_ptr error;
@@ -204,7 +247,9 @@ void ProcessGroup::serve() {
     {
       std::lock_guard lock(mutex_);
       completed_ = next.record;
+      busy_ = false;
     }
+    queued_cv_.notify_all();
     {
       std::lock_guard lock(state->mutex);
       state->error = error;
@@ -371,10 +416,7 @@ void ring(T* data, int64_t n, ReduceOp op, int rank, int size, MPI_Comm comm) {
     mpi_check(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
   };
   for (int s = 0; s < size - 1; ++s) step((rank - s + size) % size, (rank - s - 1 + 2 * size) % size, true, s);
-  if (op == ReduceOp::avg) {
-    T* own = data + chunk_begin((rank + 1) % size);
-    for (int64_t i = 0; i < chunk_size((rank + 1) % size); ++i) own[i] /= static_cast<T>(size);
-  }
+  if (op == ReduceOp::avg) divide(data + chunk_begin((rank + 1) % size), chunk_size((rank + 1) % size), size);
   for (int s = 0; s < size - 1; ++s)
     step((rank + 1 - s + size) % size, (rank - s + size) % size, false, size + s);
 }

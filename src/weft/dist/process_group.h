@@ -15,11 +15,14 @@
 // and broadcast write the tensor given.
 //
 // Progress: Open MPI moves a non-blocking operation forward only while some thread is inside MPI.
-// Each group therefore owns one thread that runs its operations, one after another in the order
-// they were issued, with MPI's blocking calls. The caller never enters MPI, so communication
-// overlaps whatever it computes (DDP's buckets during backward), and a group's operations complete
-// in issue order on every rank, as collectives must be issued anyway. A Work keeps its tensors
-// alive; the caller must not touch them until wait() returns.
+// Each group therefore owns one thread that runs its _async operations, one after another in the
+// order they were issued, with MPI's blocking calls: the caller does not enter MPI, so
+// communication overlaps whatever it computes (DDP's buckets during backward). A blocking call
+// made while nothing is queued or running runs on the caller's own thread instead: handing it to
+// the group's thread and waiting cost 20 to 40 us for a small all-reduce and several hundred for
+// a 1 MB one with both cores busy, against 1 and 180 us in place. Either way a group's operations
+// complete in issue order on every rank, as collectives must be issued anyway. A Work keeps its
+// tensors alive; the caller must not touch them until wait() returns.
 //
 // Sequence numbers: the n-th operation issued on a group is number n (from 1), the same on every
 // rank for collectives. status() gives the last issued and the last completed (number, op, bytes):
@@ -89,23 +92,23 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  void all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op).wait(); }
+  void all_reduce(Tensor& t, ReduceOp op);
   Work all_reduce_async(Tensor& t, ReduceOp op);
-  void ring_all_reduce(Tensor& t, ReduceOp op) { ring_all_reduce_async(t, op).wait(); }
+  void ring_all_reduce(Tensor& t, ReduceOp op);
   Work ring_all_reduce_async(Tensor& t, ReduceOp op);
   // input [size * n] -> output [n]: this rank's share of the reduced input.
-  void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) { reduce_scatter_async(input, output, op).wait(); }
+  void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);
   Work reduce_scatter_async(const Tensor& input, Tensor& output, ReduceOp op);
   // input [n] -> output [size * n]: every rank's input in rank order.
-  void all_gather(const Tensor& input, Tensor& output) { all_gather_async(input, output).wait(); }
+  void all_gather(const Tensor& input, Tensor& output);
   Work all_gather_async(const Tensor& input, Tensor& output);
-  void broadcast(Tensor& t, int root) { broadcast_async(t, root).wait(); }
+  void broadcast(Tensor& t, int root);
   Work broadcast_async(Tensor& t, int root);
-  void barrier() { barrier_async().wait(); }
+  void barrier();
   Work barrier_async();
-  void send(const Tensor& t, int to, int tag = 0) { send_async(t, to, tag).wait(); }
+  void send(const Tensor& t, int to, int tag = 0);
   Work send_async(const Tensor& t, int to, int tag = 0);
-  void recv(Tensor& t, int from, int tag = 0) { recv_async(t, from, tag).wait(); }
+  void recv(Tensor& t, int from, int tag = 0);
   Work recv_async(Tensor& t, int from, int tag = 0);
 
   struct Status {
@@ -132,6 +135,7 @@ class ProcessGroup {
   std::deque<Queued> queue_;
   OpRecord issued_, completed_;
   bool stopping_ = false;
+  bool busy_ = false;  // an operation is running (on the group's thread or a caller's)
   std::thread thread_;  // started with the first operation of a group of more than one rank
 };
 
