@@ -45,12 +45,15 @@ std::vector<std::string> logged(const std::string& dir) {
   return records;
 }
 
+// A hundred fortunes-style documents: enough text for a tiny GPT's training and validation.
+void write_corpus(const std::string& path) {
+  std::ofstream text(path);
+  for (int i = 0; i < 100; ++i) text << "line " << i << " of a small corpus about the sea\n%\n";
+}
+
 TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
   TempDir dir;
-  {
-    std::ofstream text(dir.file("text.txt"));
-    for (int i = 0; i < 100; ++i) text << "line " << i << " of a small corpus about the sea\n%\n";
-  }
+  write_corpus(dir.file("text.txt"));
   // Two checkpoints, at steps 2 and 4.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 4 "
                             "--eval-every 2 --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --out ";
@@ -108,10 +111,7 @@ int records_in(const std::string& metrics) {
 // run never stopped.
 TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
   TempDir dir;
-  {
-    std::ofstream text(dir.file("text.txt"));
-    for (int i = 0; i < 100; ++i) text << "line " << i << " of a small corpus about the sea\n%\n";
-  }
+  write_corpus(dir.file("text.txt"));
   // A constant learning rate: the stopped run planned more steps than the runs it is compared with.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 "
                             "--schedule constant --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --json";
