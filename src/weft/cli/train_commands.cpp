@@ -142,6 +142,9 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       ->check(one_of({"ddp"}));
   number_flag(t, "--bucket-mb", o->bucket_mb, "DDP: gradient bucket size in MiB");
   t->add_flag("--no-overlap{false}", o->ddp_overlap, "DDP: all-reduce the gradients after backward, not during it");
+  number_flag(t, "--comm-timeout", o->comm_timeout,
+              "DDP: seconds a collective may wait for the other ranks before each rank says where it waits and the "
+              "job aborts; 0: never");
   t->add_flag("--checkpoint-activations", o->checkpoint_activations,
               "recompute activations in backward instead of keeping them");
   t->add_flag("--auto-batch", o->auto_batch,

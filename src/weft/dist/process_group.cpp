@@ -3,7 +3,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdio>
 #include <vector>
 
 #include "weft/core/convert.h"
@@ -117,10 +119,64 @@ struct ProcessGroup::Comm {
   }
 };
 
+// ---- the watchdog ----
+
+namespace {
+std::mutex groups_mutex;
+std::vector<ProcessGroup*> groups;  // every group with a communicator, for the watchdog
+std::atomic<double> timeout_seconds{0};
+}  // namespace
+
+void ProcessGroup::set_timeout(double seconds) {
+  WEFT_CHECK(seconds >= 0, ValueError, "the communication timeout must be >= 0 seconds, got ", seconds);
+  timeout_seconds = seconds;
+  static std::once_flag started;
+  if (seconds > 0) std::call_once(started, [] { std::thread(watch).detach(); });
+}
+
+void ProcessGroup::start_running(const OpRecord& record) {
+  busy_ = true;
+  running_ = record;
+  running_since_ = std::chrono::steady_clock::now();
+}
+
+void ProcessGroup::watch() {
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    const double limit = timeout_seconds;
+    if (limit <= 0) continue;
+    std::string report;
+    {
+      std::lock_guard all(groups_mutex);
+      for (ProcessGroup* g : groups) {
+        std::lock_guard lock(g->mutex_);
+        if (!g->busy_) continue;
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - g->running_since_).count();
+        if (waited < limit) continue;
+        report = str("weft: rank ", dist::world().rank, ": ", g->running_.op, " #", g->running_.seq, " (", g->running_.bytes,
+                     " bytes, a group of ", g->size_, " ranks) has not completed in ", waited, " s (--comm-timeout ",
+                     limit, "); the last completed there is ", g->completed_.seq == 0 ? std::string("none") :
+                     str(g->completed_.op, " #", g->completed_.seq, " (", g->completed_.bytes, " bytes)"),
+                     ". A rank missing from these lines, or stopped at an earlier number, never issued it; aborting\n");
+        break;
+      }
+    }
+    if (report.empty()) continue;
+    std::fputs(report.c_str(), stderr);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // the other ranks' lines
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+}
+
 // ---- the group ----
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Comm> comm, int rank, int size)
-    : comm_(std::move(comm)), rank_(rank), size_(size) {}
+    : comm_(std::move(comm)), rank_(rank), size_(size) {
+  if (!comm_) return;
+  std::lock_guard all(groups_mutex);
+  groups.push_back(this);
+}
 
 ProcessGroup& ProcessGroup::world() {
   // Never destroyed: MPI_Finalize runs at exit, after which no communicator may be freed.
@@ -151,6 +207,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
 }
 
 ProcessGroup::~ProcessGroup() {
+  if (comm_) {
+    std::lock_guard all(groups_mutex);
+    groups.erase(std::find(groups.begin(), groups.end(), this));
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -206,7 +266,7 @@ Work ProcessGroup::issue(const char* op, int64_t bytes, std::vector<Tensor> keep
   work.state_->seq = issued_.seq;
   if (!comm_ || (run_here && queue_.empty() && !busy_)) {  // one rank, or an idle group: run it here
     const OpRecord record = issued_;
-    busy_ = true;
+    start_running(record);
     lock.unlock();
     try {
       run();
@@ -235,7 +295,7 @@ void ProcessGroup::serve() {
       if (queue_.empty()) return;
       next = std::move(queue_.front());
       queue_.pop_front();
-      busy_ = true;
+      start_running(next.record);
     }
     const std::shared_ptr<Work::State>& state = next.state;
     std::exception_ptr error;

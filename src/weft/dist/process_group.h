@@ -25,8 +25,14 @@
 // tensors alive; the caller must not touch them until wait() returns.
 //
 // Sequence numbers: the n-th operation issued on a group is number n (from 1), the same on every
-// rank for collectives. status() gives the last issued and the last completed (number, op, bytes):
-// what a rank stuck in a collective prints, so that the missing rank is obvious.
+// rank for collectives. status() gives the last issued and the last completed (number, op, bytes).
+//
+// Watchdog (set_timeout, weft train's --comm-timeout): an operation still running after the
+// timeout means some rank never issued its side of it (stuck, or gone). A watchdog thread then
+// prints, on every rank waiting, one line with the operation it waits in and the last one that
+// completed on that group, leaves the other ranks two seconds to print theirs, and aborts the job
+// (MPI_Abort, exit status 3): the rank whose line is missing, or shows an earlier number, is the
+// one to look at. Off (0) by default.
 //
 // A group of one rank (a process no launcher started) completes every operation at once without
 // MPI: a reduction leaves the tensor as it is, all_gather copies.
@@ -34,6 +40,7 @@
 // Errors (a shape that does not fit the group, a received message of the wrong size, an MPI
 // failure) are weft::Errors, thrown by the blocking call or by wait().
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -116,12 +123,18 @@ class ProcessGroup {
   };
   Status status() const;
 
+  // Seconds an operation may run before the watchdog reports it and aborts; 0: never. For every
+  // group of this process.
+  static void set_timeout(double seconds);
+
  private:
   struct Comm;  // the MPI communicator, when there is one
   ProcessGroup(std::unique_ptr<Comm> comm, int rank, int size);
   // Queues `run` (executed on the group's thread) as operation `op` of `bytes`.
   Work issue(const char* op, int64_t bytes, std::vector<Tensor> keep_alive, std::function<void()> run);
   void serve();
+  void start_running(const OpRecord& record);  // under mutex_
+  static void watch();                         // the watchdog thread's loop
 
   std::unique_ptr<Comm> comm_;
   int rank_, size_;
@@ -133,7 +146,8 @@ class ProcessGroup {
     std::function<void()> run;
   };
   std::deque<Queued> queue_;
-  OpRecord issued_, completed_;
+  OpRecord issued_, completed_, running_;  // running_: valid while busy_
+  std::chrono::steady_clock::time_point running_since_;
   bool stopping_ = false;
   bool busy_ = false;  // an operation is running (on the group's thread or a caller's)
   std::thread thread_;  // started with the first operation of a group of more than one rank

@@ -45,6 +45,7 @@ void TrainOptions::validate() const {
   check_flag("--memory-limit", memory_limit, {.min = 0});
   if (!parallel.empty()) check_choice("--parallel", parallel, {"ddp"});
   check_flag("--bucket-mb", bucket_mb, {.min = 1, .max = 1 << 20});
+  check_flag("--comm-timeout", comm_timeout, {.min = 0, .max = 1e9});
   WEFT_CHECK(!master_weights || precision == amp::Precision::bf16, ValueError,
              "--precision: must be bf16 with --master-weights (the model in bf16, f32 master weights in the "
              "optimizer), got '", amp::precision_name(precision), "'",

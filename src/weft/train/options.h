@@ -77,6 +77,7 @@ struct TrainOptions {
   std::string parallel;
   int64_t bucket_mb = 25;  // DDP's gradient buckets
   bool ddp_overlap = true;  // all-reduce buckets during backward (false: after it, to measure the overlap)
+  double comm_timeout = 300;  // seconds a collective may wait before the watchdog reports and aborts; 0: never
   int64_t grad_accum = 1;               // micro-batches per step; must divide the batch size
   bool checkpoint_activations = false;  // recompute activations in backward instead of keeping them
   bool auto_batch = false;   // on OutOfMemoryError: halve the micro-batch, redo the step (and evaluation)

@@ -7,11 +7,13 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "weft/amp/grad_scaler.h"
@@ -76,6 +78,30 @@ class StopOnSignal {
  private:
   struct sigaction old_term_ {}, old_int_ {};
 };
+
+// Test-only fault injection, as WEFT_FAULT_AT (io/fault.h) is for saves: WEFT_FAULT_RANK=R:S makes
+// rank R stop responding before step S, as a rank stuck in a deadlock or on a dead mount would (the
+// other ranks' watchdog, --comm-timeout, must report it), and R:S:kill kills it there as SIGKILL
+// would (the launch must end and the last checkpoint stay whole). Unset: nothing.
+void fail_rank_if_asked(int rank, int64_t step) {
+  struct Fault {
+    int rank;
+    long long step;
+    bool kill;
+  };
+  static const std::optional<Fault> fault = []() -> std::optional<Fault> {
+    const char* text = std::getenv("WEFT_FAULT_RANK");
+    Fault f{};
+    char mode[8] = {};
+    const int fields = text == nullptr ? 0 : std::sscanf(text, "%d:%lld:%7s", &f.rank, &f.step, mode);
+    if (fields < 2) return std::nullopt;
+    f.kill = std::string(mode) == "kill";
+    return f;
+  }();
+  if (!fault || fault->rank != rank || fault->step != step) return;
+  if (fault->kill) std::raise(SIGKILL);
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
 
 // The directories `weft train --out` creates, removed again when the run is refused before it
 // writes anything there (the lock file alone is not output): a refused run leaves no trace.
@@ -383,6 +409,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   if (low_precision && !o.master_weights) optimizer->keep_low_precision_copies(*low_precision);
 
   std::optional<dist::DistributedDataParallel> ddp;
+  if (data_parallel) dist::ProcessGroup::set_timeout(o.comm_timeout);
   if (data_parallel) ddp.emplace(*model, group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
   int64_t micro_batch = rank_batch / o.grad_accum;
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
@@ -544,6 +571,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       epoch_items = epoch_correct = 0;
     }
     optim::set_scheduled_lr(*optimizer, *schedule, state.step);
+    fail_rank_if_asked(rank, state.step + 1);
     StepTally tally =
         accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step,
                         log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr, ddp ? &*ddp : nullptr);
