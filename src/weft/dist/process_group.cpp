@@ -122,8 +122,10 @@ struct ProcessGroup::Comm {
 // ---- the watchdog ----
 
 namespace {
-std::mutex groups_mutex;
-std::vector<ProcessGroup*> groups;  // every group with a communicator, for the watchdog
+// Every group with a communicator, for the watchdog. Never destroyed: the detached watchdog thread
+// may still read them while static objects are torn down at exit.
+std::mutex& groups_mutex = *new std::mutex;
+std::vector<ProcessGroup*>& groups = *new std::vector<ProcessGroup*>;
 std::atomic<double> timeout_seconds{0};
 }  // namespace
 
