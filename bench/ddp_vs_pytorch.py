@@ -1,7 +1,8 @@
 # Data-parallel training throughput, weft against PyTorch 1.13 in the same run: the MLP
 # (784-512-256-10, SGD with momentum 0.9) at a global batch of 256, as one process with 2 threads
 # and as 2 processes with 1 thread each, weft's DDP with its all-reduce overlapping backward and
-# without, PyTorch's DistributedDataParallel on the gloo backend (its CPU backend).
+# without, weft's ZeRO stages 1 to 3, PyTorch's DistributedDataParallel on the gloo backend (its
+# CPU backend).
 #
 #   OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/ddp_vs_pytorch.py build/weft
 #
@@ -28,13 +29,15 @@ WARMUP = 20
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
-def weft_samples_per_s(weft, ranks, overlap=True):
+def weft_samples_per_s(weft, ranks, overlap=True, parallel=None):
     with tempfile.TemporaryDirectory() as out_dir:
         args = [weft, "train", "--model", "mlp", "--steps", str(WARMUP + STEPS), "--batch-size", str(BATCH),
                 "--eval-every", "0", "--optimizer", "momentum", "--lr", "0.05", "--log-every", "1",
                 "--threads", "2" if ranks == 1 else "1", "--out", out_dir + "/run"]
         if not overlap:
             args.append("--no-overlap")
+        if parallel:
+            args += ["--parallel", parallel]
         if ranks > 1:
             args = ["mpirun", "-np", str(ranks), "--bind-to", "none"] + args
         subprocess.run(args, check=True, capture_output=True, text=True, env={**os.environ, **MPI_ENV})
@@ -99,6 +102,9 @@ def main():
         ("weft, 1 process x 2 threads", weft_samples_per_s(weft, 1)),
         ("weft DDP, 2 ranks x 1 thread, overlap", weft_samples_per_s(weft, 2)),
         ("weft DDP, 2 ranks x 1 thread, no overlap", weft_samples_per_s(weft, 2, overlap=False)),
+        ("weft ZeRO-1, 2 ranks x 1 thread", weft_samples_per_s(weft, 2, parallel="zero1")),
+        ("weft ZeRO-2, 2 ranks x 1 thread", weft_samples_per_s(weft, 2, parallel="zero2")),
+        ("weft ZeRO-3, 2 ranks x 1 thread", weft_samples_per_s(weft, 2, parallel="zero3")),
         ("PyTorch, 1 process x 2 threads", torch_samples_per_s(1)),
         ("PyTorch DDP (gloo), 2 ranks x 1 thread", torch_samples_per_s(2)),
     ]

@@ -78,6 +78,8 @@ std::vector<Row> rows() {
       {kTrain, "--optimizer", {"lion"}},
       {kTrain, "--precision", {"int8", "fp8"}},
       {kTrain + " --master-weights", "--precision", {"fp32", "fp16"}},  // master weights are for bf16
+      {kTrain, "--parallel", {"zero4", "fsdp", ""}},
+      {kTrain + " --parallel zero2", "--precision", {"fp16"}},  // the loss scaler is not sharded
       {"bench comm", "--min-bytes", {"0", "-1", "abc", "3", "4GiB"}},
       {"bench comm --min-bytes 1MiB", "--max-bytes", {"512KiB", "1e300"}},
       {"bench comm", "--iters", with(non_negative, {"1000001"})},

@@ -58,7 +58,7 @@ TEST(DDP, RanksOnSlicesOfTheBatchStepAsOneProcessOnAllOfIt) {
       optim::SGD opt(model->parameters(), 0.1, {.momentum = 0.9});
       for (int step = 0; step < 3; ++step) {
         opt.zero_grad();
-        ddp.prepare_backward();
+        ddp.prepare_backward(true);
         cross_entropy((*model)(my_x), my_y).backward();
         ddp.finish_backward();
         opt.step();
@@ -91,7 +91,7 @@ TEST(DDP, AParameterWithoutAGradientOnSomeRanksGetsTheAverage) {
   TwoHeads model;
   DistributedDataParallel ddp(model, group(), {.bucket_bytes = 1 << 20});
   const Tensor x = Tensor::ones({5, 4});
-  ddp.prepare_backward();
+  ddp.prepare_backward(true);
   Tensor loss = sum(model(x));
   if (rank == 0) loss = add(loss, sum((*model.sometimes)(x)));
   loss.backward();

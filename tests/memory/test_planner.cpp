@@ -75,6 +75,25 @@ TEST(PlannerTest, ZeroStagesShardOptimizerThenGradientsThenParameters) {
   EXPECT_EQ(fsdp.total_bytes, 10'000'000'000);
 }
 
+// The paper's per-rank model states in weft's f32 layout (4 + 4 + 8) and in the mixed-precision
+// one with f32 masters (2 + 2 + 12); tests/dist/test_zero.cpp holds the allocator to the same plan.
+TEST(PlannerTest, ZeroPerRankBytesAreThePapersFormulasInBothLayouts) {
+  const int64_t psi = 1'000'000'000;
+  const ModelDescription model = ModelDescription::parameters_only(psi);
+  auto states = [&](Precision precision, int stage, int64_t n) {
+    const Plan plan = make_plan(model, request(precision, OptimizerKind::adamw, stage, n));
+    return plan.params_bytes + plan.grads_bytes + plan.optimizer_bytes;
+  };
+  for (int64_t n : {1, 2, 4}) {
+    EXPECT_EQ(states(Precision::fp32, 1, n), 8 * psi + 8 * psi / n);
+    EXPECT_EQ(states(Precision::fp32, 2, n), 4 * psi + 12 * psi / n);
+    EXPECT_EQ(states(Precision::fp32, 3, n), 16 * psi / n);
+    EXPECT_EQ(states(Precision::bf16, 1, n), 4 * psi + 12 * psi / n);
+    EXPECT_EQ(states(Precision::bf16, 2, n), 2 * psi + 14 * psi / n);
+    EXPECT_EQ(states(Precision::bf16, 3, n), 16 * psi / n);
+  }
+}
+
 TEST(PlannerTest, ZeroThreeHoldsTheLargestLayerUnshardedWhileComputingIt) {
   const nn::GPTConfig config = kGpt2Small;  // the token embedding (50257 x 768) is the largest unit
   const ModelDescription model = ModelDescription::gpt(config);

@@ -138,8 +138,9 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
               "per parameter with Adam)");
   number_flag(t, "--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step");
   t->add_option("--parallel", o->parallel,
-                "ddp: data parallel over the ranks of mpirun (the default there); --batch-size is the global batch")
-      ->check(one_of({"ddp"}));
+                "ddp: data parallel over the ranks of mpirun (the default there); zero1, zero2, zero3: also shard the "
+                "optimizer states, then the gradients, then the parameters (ZeRO); --batch-size is the global batch")
+      ->check(one_of({"ddp", "zero1", "zero2", "zero3"}));
   number_flag(t, "--bucket-mb", o->bucket_mb, "DDP: gradient bucket size in MiB");
   t->add_flag("--no-overlap{false}", o->ddp_overlap, "DDP: all-reduce the gradients after backward, not during it");
   number_flag(t, "--comm-timeout", o->comm_timeout,

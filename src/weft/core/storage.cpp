@@ -8,20 +8,27 @@ namespace weft {
 Storage Storage::allocate(size_t nbytes, Device device, const CachingAllocator::RequestText& what) {
   WEFT_CHECK(device.is_cpu(), DeviceError, "cannot allocate on ", device.name(),
              ": this build of weft has no CUDA support");
-  Storage s;
   CachingAllocator* allocator = &CachingAllocator::cpu();
   void* p = allocator->allocate(nbytes, what);
-  s.data_ = std::shared_ptr<void>(p, [allocator](void* q) { allocator->deallocate(q); });
-  s.nbytes_ = nbytes;
-  s.device_ = device;
+  Storage s;
+  s.bytes_ = std::make_shared<Bytes>(
+      Bytes{std::shared_ptr<void>(p, [allocator](void* q) { allocator->deallocate(q); }), nbytes, device});
   return s;
+}
+
+void Storage::resize_(size_t nbytes) {
+  WEFT_CHECK(bytes_ && !bytes_->borrowed, ValueError, "Storage::resize_: only bytes from the allocator can be resized");
+  bytes_->data.reset();  // first, so the allocator can hand the same block back
+  bytes_->nbytes = 0;
+  if (nbytes == 0) return;
+  Storage fresh = allocate(nbytes, bytes_->device);
+  bytes_->data = fresh.bytes_->data;
+  bytes_->nbytes = nbytes;
 }
 
 Storage Storage::borrow(void* data, size_t nbytes, std::shared_ptr<void> owner, Device device) {
   Storage s;
-  s.data_ = std::shared_ptr<void>(std::move(owner), data);
-  s.nbytes_ = nbytes;
-  s.device_ = device;
+  s.bytes_ = std::make_shared<Bytes>(Bytes{std::shared_ptr<void>(std::move(owner), data), nbytes, device, true});
   return s;
 }
 

@@ -2,6 +2,12 @@
 // (shape + strides + offset); several tensors may share one. The bytes are owned through a
 // shared_ptr whose deleter returns them to the caching allocator, or which keeps alive
 // whatever they were borrowed from (an mmap'd checkpoint, say).
+//
+// Copies of a Storage share one set of bytes, and resize_ swaps those bytes for every copy at
+// once: ZeRO-3 frees a layer's gathered parameters between their forward and their backward
+// (Storage::resize_(0)) while the autograd graph still holds views of them, and gathers them into
+// fresh bytes of the same storage before the backward reads them, as PyTorch's FSDP resizes its
+// storages. A tensor must not be read while its storage holds fewer bytes than it spans.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -20,16 +26,25 @@ class Storage {
   static Storage borrow(void* data, size_t nbytes, std::shared_ptr<void> owner,
                         Device device = Device::cpu());
 
-  void* data() const { return data_.get(); }
-  size_t nbytes() const { return nbytes_; }
-  Device device() const { return device_; }
-  bool defined() const { return data_ != nullptr || nbytes_ == 0; }
-  long use_count() const { return data_.use_count(); }
+  void* data() const { return bytes_ ? bytes_->data.get() : nullptr; }
+  size_t nbytes() const { return bytes_ ? bytes_->nbytes : 0; }
+  Device device() const { return bytes_ ? bytes_->device : Device::cpu(); }
+  bool defined() const { return data() != nullptr || nbytes() == 0; }
+  // How many Storage objects share these bytes.
+  long use_count() const { return bytes_.use_count(); }
+  // Replaces the bytes of this storage, for every copy of it, with `nbytes` fresh ones from the
+  // caching allocator (their contents undefined), or none for 0; the old bytes go back now.
+  // Borrowed bytes cannot be resized (ValueError).
+  void resize_(size_t nbytes);
 
  private:
-  std::shared_ptr<void> data_;
-  size_t nbytes_ = 0;
-  Device device_;
+  struct Bytes {
+    std::shared_ptr<void> data;
+    size_t nbytes = 0;
+    Device device;
+    bool borrowed = false;
+  };
+  std::shared_ptr<Bytes> bytes_;
 };
 
 }  // namespace weft

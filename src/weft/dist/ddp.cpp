@@ -10,35 +10,41 @@ namespace {
 constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
 }  // namespace
 
+std::vector<std::vector<size_t>> reverse_order_buckets(const std::vector<Tensor>& params, int64_t bucket_bytes) {
+  WEFT_CHECK(bucket_bytes > 0, ValueError, "bucket size must be positive, got ", bucket_bytes);
+  std::vector<std::vector<size_t>> buckets;
+  int64_t bytes = 0;
+  for (size_t k = params.size(); k-- > 0;) {
+    const int64_t size = params[k].nbytes();
+    // The first bucket is small (as PyTorch's DDP makes it): its all-reduce starts as soon as the
+    // last layers' gradients are in, instead of after a quarter of backward.
+    const int64_t cap = buckets.size() == 1 ? std::min(bucket_bytes, kFirstBucketBytes) : bucket_bytes;
+    if (buckets.empty() || bytes + size > cap || params[buckets.back().front()].dtype() != params[k].dtype()) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(k);
+    bytes += size;
+  }
+  return buckets;
+}
+
 DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group, DDPOptions options)
     : group_(group), options_(options), params_(model.parameters()) {
-  WEFT_CHECK(options_.bucket_bytes > 0, ValueError, "DDP: bucket size must be positive, got ", options_.bucket_bytes);
   {
     NoGradGuard no_grad;
     for (Tensor& p : params_) group_.broadcast(p, 0);
     for (auto& [name, buffer] : model.named_buffers()) group_.broadcast(buffer, 0);
   }
-  // Buckets over the parameters in reverse order, one dtype each.
   bucket_of_.resize(params_.size());
   copied_.assign(params_.size(), false);
-  int64_t bytes = 0;
-  for (size_t k = params_.size(); k-- > 0;) {
-    const Tensor& p = params_[k];
-    const int64_t size = p.nbytes();
-    // The first bucket is small (as PyTorch's DDP makes it): its all-reduce starts as soon as the
-    // last layers' gradients are in, instead of after a quarter of backward.
-    const int64_t cap = buckets_.size() == 1 ? std::min(options_.bucket_bytes, kFirstBucketBytes) : options_.bucket_bytes;
-    const bool fresh = buckets_.empty() || bytes + size > cap ||
-                       params_[buckets_.back().params.front()].dtype() != p.dtype();
-    if (fresh) {
-      buckets_.emplace_back();
-      bytes = 0;
+  for (const std::vector<size_t>& members : reverse_order_buckets(params_, options_.bucket_bytes)) {
+    Bucket& b = buckets_.emplace_back();
+    for (size_t k : members) {
+      b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+      b.params.push_back(k);
+      bucket_of_[k] = buckets_.size() - 1;
     }
-    Bucket& b = buckets_.back();
-    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
-    b.params.push_back(k);
-    bucket_of_[k] = buckets_.size() - 1;
-    bytes += size;
   }
   for (Bucket& b : buckets_) {
     const Tensor& last = params_[b.params.back()];
@@ -58,7 +64,9 @@ DistributedDataParallel::~DistributedDataParallel() {
   for (RemovableHandle& hook : hooks_) hook.remove();
 }
 
-void DistributedDataParallel::prepare_backward() {
+void DistributedDataParallel::prepare_backward(bool last_micro_batch) {
+  synchronising_ = last_micro_batch;
+  if (!synchronising_) return;
   for (Bucket& b : buckets_) b.pending = static_cast<int64_t>(b.params.size());
   std::fill(copied_.begin(), copied_.end(), false);
   next_to_issue_ = 0;
@@ -88,6 +96,8 @@ void DistributedDataParallel::issue_ready_buckets() {
 }
 
 void DistributedDataParallel::finish_backward() {
+  if (!synchronising_) return;
+  synchronising_ = false;
   WEFT_CHECK(armed_, ValueError, "DDP: finish_backward without prepare_backward before the backward");
   armed_ = false;
   NoGradGuard no_grad;

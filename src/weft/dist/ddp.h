@@ -3,18 +3,15 @@
 // the step one process would take on the whole batch.
 //
 //   dist::DistributedDataParallel ddp(*model, dist::ProcessGroup::world());  // rank 0's weights to all
-//   ddp.prepare_backward();   // before the backward whose gradients are final (a step's last micro-batch)
-//   loss.backward();          // each bucket's all-reduce starts as its last gradient becomes ready
-//   ddp.finish_backward();    // waits for the rest: every .grad is now the average over ranks
+//   ddp.prepare_backward(true);   // before the backward of a step's last micro-batch
+//   loss.backward();              // each bucket's all-reduce starts as its last gradient becomes ready
+//   ddp.finish_backward();        // waits for the rest: every .grad is now the average over ranks
 //   optimizer.step();
 //
-// Micro-batches before the last skip prepare_backward (PyTorch's no_sync): their gradients only
-// accumulate locally.
+// Micro-batches before the last (prepare_backward(false)) are not synchronised (PyTorch's
+// no_sync): their gradients only accumulate locally.
 //
-// Buckets: the parameters in reverse order (about the order backward finishes their gradients),
-// cut into buckets of at most bucket_bytes (the first of at most 1 MiB, so that communication
-// starts early in backward; a parameter larger than its bucket's cap is a bucket alone), one dtype
-// per bucket. A grad-ready hook copies each final gradient into its bucket's flat buffer;
+// Buckets: reverse_order_buckets of bucket_bytes. A grad-ready hook copies each final gradient into its bucket's flat buffer;
 // when a bucket's last gradient is in, its all-reduce (avg) is issued asynchronously, so it runs
 // on the group's thread while backward goes on. Buckets are issued in bucket order only, the same
 // on every rank, as a group's collectives must be: a bucket that is ready waits for the ones
@@ -34,21 +31,36 @@
 
 namespace weft::dist {
 
+// What a data-parallel wrapper does around each backward of a training step (DDP, ZeRO).
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  // Before a micro-batch's backward; `last_micro_batch` for the one after which the step updates.
+  virtual void prepare_backward(bool last_micro_batch) = 0;
+  // After that backward: the gradients the optimizer reads are the average over ranks.
+  virtual void finish_backward() = 0;
+};
+
+// The parameters' indices cut into buckets of at most `bucket_bytes`, in reverse order (about the
+// order backward finishes their gradients), one dtype per bucket; the first is at most 1 MiB, so
+// that communication starts early in backward, and a parameter larger than a bucket is one alone.
+std::vector<std::vector<size_t>> reverse_order_buckets(const std::vector<Tensor>& params, int64_t bucket_bytes);
+
 struct DDPOptions {
   int64_t bucket_bytes = int64_t{25} << 20;
   bool overlap = true;
 };
 
-class DistributedDataParallel {
+class DistributedDataParallel : public GradientSync {
  public:
   // Broadcasts rank 0's parameters and buffers to every rank (blocking), then registers the hooks.
   DistributedDataParallel(nn::Module& model, ProcessGroup& group, DDPOptions options = {});
-  ~DistributedDataParallel();
+  ~DistributedDataParallel() override;
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  void prepare_backward();
-  void finish_backward();
+  void prepare_backward(bool last_micro_batch) override;
+  void finish_backward() override;
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
   // Buckets whose all-reduce was issued during the last backward, before finish_backward().
@@ -73,6 +85,7 @@ class DistributedDataParallel {
   std::vector<Bucket> buckets_;
   size_t next_to_issue_ = 0;
   bool armed_ = false;
+  bool synchronising_ = false;  // this micro-batch's gradients are all-reduced
   int64_t issued_during_backward_ = 0;
   std::vector<RemovableHandle> hooks_;
 };

@@ -306,6 +306,9 @@ void ProcessGroup::serve() {
     } catch (...) {
       error = std::current_exception();
     }
+    // The tensors the operation captured go before it is reported done, so that after wait() the
+    // group holds none of them (the caller may free them and count its memory).
+    next.run = nullptr;
     {
       std::lock_guard lock(mutex_);
       completed_ = next.record;
@@ -376,7 +379,10 @@ Work ProcessGroup::all_gather_async(const Tensor& input, Tensor& output) {
       output.copy_(input.reshape(output.shape()));
       return;
     }
-    mpi_check(MPI_Allgather(input.data_ptr(), bytes, MPI_BYTE, output.data_ptr(), bytes, MPI_BYTE, comm_->comm),
+    // ZeRO gathers a flat buffer whose own slice is already in place: MPI_IN_PLACE then.
+    const bool in_place = input.data_ptr() == static_cast<char*>(output.data_ptr()) + int64_t{bytes} * rank_;
+    mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : input.data_ptr(), bytes, MPI_BYTE, output.data_ptr(), bytes,
+                            MPI_BYTE, comm_->comm),
               "MPI_Allgather");
   });
 }

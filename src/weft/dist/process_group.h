@@ -106,7 +106,8 @@ class ProcessGroup {
   // input [size * n] -> output [n]: this rank's share of the reduced input.
   void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);
   Work reduce_scatter_async(const Tensor& input, Tensor& output, ReduceOp op);
-  // input [n] -> output [size * n]: every rank's input in rank order.
+  // input [n] -> output [size * n]: every rank's input in rank order. The input may be this
+  // rank's own slice of the output (gathered in place).
   void all_gather(const Tensor& input, Tensor& output);
   Work all_gather_async(const Tensor& input, Tensor& output);
   void broadcast(Tensor& t, int root);

@@ -96,8 +96,31 @@ SavedTrainer read_trainer_state(const std::string& path) {
 
 }  // namespace
 
+OptimizerStateIO optimizer_state_io(const nn::Module& model, optim::Optimizer& optimizer) {
+  return {.name = optimizer.name(),
+          .save = [&model, &optimizer] { return optimizer.state_dict(parameter_names(model, optimizer)); },
+          .load = [&model, &optimizer](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
+            if (keyed_by_name)
+              optimizer.load_state_dict(dict, parameter_names(model, optimizer));
+            else  // the parameter order has not changed since
+              optimizer.load_state_dict(dict);
+          }};
+}
+
 void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
-                     const optim::Optimizer& optimizer, const TrainerState& state,
+                     optim::Optimizer& optimizer, const TrainerState& state,
+                     const std::map<std::string, std::string>& model_metadata,
+                     const std::function<void(const std::string&)>& save_files) {
+  save_checkpoint(dir, model, model_name, optimizer_state_io(model, optimizer), state, model_metadata, save_files);
+}
+
+TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
+                             optim::Optimizer& optimizer) {
+  return load_checkpoint(dir, model, model_name, optimizer_state_io(model, optimizer));
+}
+
+void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
+                     const OptimizerStateIO& optimizer, const TrainerState& state,
                      const std::map<std::string, std::string>& model_metadata,
                      const std::function<void(const std::string&)>& save_files) {
   io::CheckpointWriter checkpoint(dir, state.step);
@@ -110,12 +133,12 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
   metadata.insert({{"format", "pt"}, {"weft.model", model_name}, {"weft.step", step}});
   io::save_safetensors(model_path(staging), weights, metadata);
 
-  auto optimizer_state = optimizer.state_dict(parameter_names(model, optimizer));
+  auto optimizer_state = optimizer.save();
   io::save_safetensors(optimizer_path(staging), {optimizer_state.begin(), optimizer_state.end()},
-                       {{"weft.optimizer", optimizer.name()}, {"weft.step", step}, {kOptimizerKeys, kKeyedByName}});
+                       {{"weft.optimizer", optimizer.name}, {"weft.step", step}, {kOptimizerKeys, kKeyedByName}});
 
   nlohmann::json trainer = {{"epoch", state.epoch}, {"step", state.step}, {"model", model_name},
-                            {"optimizer", optimizer.name()}, {"options", state.options}};
+                            {"optimizer", optimizer.name}, {"options", state.options}};
   for (uint64_t word : state.rng) trainer["rng"].push_back(std::to_string(word));  // JSON numbers lose u64 bits
   if (state.grad_scaler)
     trainer["grad_scaler"] = {{"scale", state.grad_scaler->scale}, {"growth_tracker", state.grad_scaler->growth_tracker},
@@ -128,13 +151,13 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
 }
 
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
-                             optim::Optimizer& optimizer) {
+                             const OptimizerStateIO& optimizer) {
   const std::string files = io::current_checkpoint(dir);
   SavedTrainer saved = read_trainer_state(trainer_path(files));
   WEFT_CHECK(saved.model == model_name, ValueError, "checkpoint ", dir, " holds a ", saved.model, " model, not ",
              model_name);
-  WEFT_CHECK(saved.optimizer == optimizer.name(), ValueError, "checkpoint ", dir, " was trained with ",
-             saved.optimizer, ", not ", optimizer.name(), "; pass the same --optimizer to resume");
+  WEFT_CHECK(saved.optimizer == optimizer.name, ValueError, "checkpoint ", dir, " was trained with ",
+             saved.optimizer, ", not ", optimizer.name, "; pass the same --optimizer to resume");
   TrainerState& state = saved.state;
 
   io::SafetensorsFile weights = io::load_safetensors(model_path(files));
@@ -148,13 +171,10 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
   std::map<std::string, Tensor> optimizer_state(optimizer_file.tensors.begin(), optimizer_file.tensors.end());
   model.load_state_dict(state_dict);
   auto keys = optimizer_file.metadata.find(kOptimizerKeys);
-  if (keys == optimizer_file.metadata.end()) {
-    optimizer.load_state_dict(optimizer_state);  // positional: the parameter order has not changed since
-  } else {
+  if (keys != optimizer_file.metadata.end())
     WEFT_CHECK(keys->second == kKeyedByName, FormatError, optimizer_path(files), ": ", kOptimizerKeys, " is '",
                keys->second, "', expected '", kKeyedByName, "'; was it written by a newer weft?");
-    optimizer.load_state_dict(optimizer_state, parameter_names(model, optimizer));
-  }
+  optimizer.load(optimizer_state, keys != optimizer_file.metadata.end());
   return std::move(saved.state);
 }
 

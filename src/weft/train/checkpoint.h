@@ -48,16 +48,33 @@ struct TrainerState {
   std::optional<amp::GradScalerState> grad_scaler;  // fp16 runs
 };
 
+// How optimizer state goes into and comes out of a checkpoint: one process's state, keyed by the
+// model's parameter names. The overloads that take an Optimizer read and write it directly; a
+// sharded optimizer (ZeRO) gathers its shards in `save` and takes its shards in `load`.
+struct OptimizerStateIO {
+  std::string name;  // the optimizer's ("AdamW"), which a resume must match
+  std::function<std::map<std::string, Tensor>()> save;
+  // `keyed_by_name` false: a checkpoint written before state was keyed by name, keyed by position.
+  std::function<void(const std::map<std::string, Tensor>& dict, bool keyed_by_name)> load;
+};
+OptimizerStateIO optimizer_state_io(const nn::Module& model, optim::Optimizer& optimizer);
+
 // `model_metadata` joins model.safetensors' metadata (what a reader needs to rebuild the model);
 // `save_files`, when given, writes the task's own files into the directory it is passed, which
 // becomes part of the same checkpoint. IOError when the save fails; the previous checkpoint stays.
 void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
-                     const optim::Optimizer& optimizer, const TrainerState& state,
+                     const OptimizerStateIO& optimizer, const TrainerState& state,
+                     const std::map<std::string, std::string>& model_metadata = {},
+                     const std::function<void(const std::string& dir)>& save_files = {});
+void save_checkpoint(const std::string& dir, const nn::Module& model, const std::string& model_name,
+                     optim::Optimizer& optimizer, const TrainerState& state,
                      const std::map<std::string, std::string>& model_metadata = {},
                      const std::function<void(const std::string& dir)>& save_files = {});
 // Loads weights and optimizer state in place and returns the trainer state. `model_name` must
 // match the one saved (ValueError otherwise); a missing or malformed file → IOError / FormatError.
 // Both save and load need every optimizer parameter to be one of the model's (ValueError).
+TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
+                             const OptimizerStateIO& optimizer);
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              optim::Optimizer& optimizer);
 

@@ -43,7 +43,10 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
              *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
   check_flag("--memory-limit", memory_limit, {.min = 0});
-  if (!parallel.empty()) check_choice("--parallel", parallel, {"ddp"});
+  if (!parallel.empty()) check_choice("--parallel", parallel, {"ddp", "zero1", "zero2", "zero3"});
+  WEFT_CHECK(!parallel.starts_with("zero") || precision != amp::Precision::fp16, ValueError,
+             "--precision: fp16 is not trained under --parallel ", parallel, " yet (its loss scaler's inf check "
+             "would need every rank's gradient shard); use bf16, which needs no loss scaling");
   check_flag("--bucket-mb", bucket_mb, {.min = 1, .max = 1 << 20});
   check_flag("--comm-timeout", comm_timeout, {.min = 0, .max = 1e9});
   WEFT_CHECK(!master_weights || precision == amp::Precision::bf16, ValueError,

@@ -72,10 +72,11 @@ struct TrainOptions {
   // states in the optimizer (2 + 2 + 12 bytes per parameter, the ZeRO paper's layout) instead of
   // autocast over f32 parameters (4 + 4 + 8, and 2 for the bf16 copies the forward reads).
   bool master_weights = false;
-  // Parallelism over the ranks of an MPI launch: "" (under mpirun with more than one rank: ddp) or
-  // ddp. --batch-size is the global batch, each rank takes batch-size / ranks.
+  // Parallelism over the ranks of an MPI launch: "" (under mpirun with more than one rank: ddp),
+  // ddp, or zero1 | zero2 | zero3 (dist/zero.h). --batch-size is the global batch, each rank takes
+  // batch-size / ranks.
   std::string parallel;
-  int64_t bucket_mb = 25;  // DDP's gradient buckets
+  int64_t bucket_mb = 25;  // DDP's and ZeRO-1/2's gradient buckets
   bool ddp_overlap = true;  // all-reduce buckets during backward (false: after it, to measure the overlap)
   double comm_timeout = 300;  // seconds a collective may wait before the watchdog reports and aborts; 0: never
   int64_t grad_accum = 1;               // micro-batches per step; must divide the batch size

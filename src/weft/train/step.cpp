@@ -41,7 +41,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
 StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
                                std::optional<DType> low_precision, const amp::GradScaler* scaler,
                                bool tally_correct, optim::BackwardGradNorm* grad_norm,
-                               dist::DistributedDataParallel* ddp) {
+                               dist::GradientSync* sync) {
   StepTally tally;
   const int64_t samples = batch.targets.size(0);
   const double predictions = static_cast<double>(batch.targets.numel());
@@ -63,9 +63,9 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
       monitor::PhaseScope phase("backward");
       const bool last = begin + length == samples;
       if (grad_norm && last) grad_norm->arm();
-      if (ddp && last) ddp->prepare_backward();
+      if (sync) sync->prepare_backward(last);
       (scaler ? scaler->scale(loss) : loss).backward();
-      if (ddp && last) ddp->finish_backward();
+      if (sync) sync->finish_backward();
     }
     tally.loss_sum += loss_sum.item();
     if (tally_correct) tally.correct += count_correct(logits, targets);
@@ -76,14 +76,14 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
 StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
                           const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct,
-                          optim::BackwardGradNorm* grad_norm, dist::DistributedDataParallel* ddp) {
+                          optim::BackwardGradNorm* grad_norm, dist::GradientSync* sync) {
   for (;;) {
     optimizer.zero_grad();
     try {
       // The parameters stay as the last optimizer step left them until the next: their copies
       // are current.
       AutocastCopies copies(optimizer.params(), optimizer.low_precision_copies());
-      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct, grad_norm, ddp);
+      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct, grad_norm, sync);
     } catch (const OutOfMemoryError& e) {
       // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
       // batch, so the update, stays the same.

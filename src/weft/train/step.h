@@ -42,12 +42,12 @@ struct StepTally {
 // `tally_correct` counts correct predictions: an argmax over every class, which a language
 // model's vocabulary makes a visible part of the step, so it does not ask. `grad_norm`, when
 // given, is armed before the last micro-batch's backward, so that it reads the final gradients as
-// they become ready. `ddp`, when given, all-reduces the last micro-batch's gradients (the earlier
-// ones accumulate locally, as under PyTorch's no_sync).
+// they become ready. `sync`, when given (DDP, ZeRO), is told before and after each backward, so that
+// the optimizer reads gradients averaged over the ranks.
 StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
                                std::optional<DType> low_precision, const amp::GradScaler* scaler,
                                bool tally_correct = true, optim::BackwardGradNorm* grad_norm = nullptr,
-                               dist::DistributedDataParallel* ddp = nullptr);
+                               dist::GradientSync* sync = nullptr);
 
 // zero_grad and accumulate_gradients; with `auto_batch`, an OutOfMemoryError halves
 // `micro_batch` (said on `log`) and redoes the step from scratch, so the update stays the same.
@@ -55,7 +55,7 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
 StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
                           const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct = true,
-                          optim::BackwardGradNorm* grad_norm = nullptr, dist::DistributedDataParallel* ddp = nullptr);
+                          optim::BackwardGradNorm* grad_norm = nullptr, dist::GradientSync* sync = nullptr);
 
 // optimizer.step(grad_factor), or for fp16 the scaler's step and update, telling `log` about
 // skipped steps and a loss scale stuck at its minimum. Returns whether the parameters were updated.

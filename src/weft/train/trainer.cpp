@@ -25,6 +25,7 @@
 #include "weft/data/dataloader.h"
 #include "weft/dist/ddp.h"
 #include "weft/dist/world.h"
+#include "weft/dist/zero.h"
 #include "weft/io/dir_lock.h"
 #include "weft/io/json.h"
 #include "weft/kernels/cpu/roofline.h"
@@ -296,6 +297,8 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   dist::ProcessGroup& group = dist::ProcessGroup::world();
   const int world = group.size(), rank = group.rank();
   const bool data_parallel = world > 1;
+  // ddp, or zero1..3 (1 to 3 here); 0 for ddp and without data parallelism.
+  const int zero_stage = options.parallel.starts_with("zero") ? options.parallel.back() - '0' : 0;
   WEFT_CHECK(options.parallel.empty() || data_parallel, ValueError, "--parallel ", options.parallel,
              ": trains over the ranks of an MPI launch, and this is ",
              dist::launched_by_mpi() ? "a launch of one rank" : "a single process", "; run it under mpirun -np N");
@@ -378,9 +381,32 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     for (const Tensor& p : model->parameters()) masters.push_back(Tensor::empty(p.shape(), DType::f32).copy_(p));
     model->to(*low_precision);
   }
-  std::unique_ptr<optim::Optimizer> optimizer =
-      make_optimizer(o, d, lr, o.master_weights ? masters : model->parameters());
-  if (o.master_weights) optimizer->keep_masters_of(model->parameters());
+  // ZeRO lays the parameters out in flat buckets and gives the optimizer this rank's shards (under
+  // master weights, the optimizer keeps f32 masters of the shards); rank 0's weights go to all.
+  if (data_parallel) dist::ProcessGroup::set_timeout(o.comm_timeout);
+  std::optional<dist::ZeroDataParallel> zero;
+  if (zero_stage > 0)
+    zero.emplace(*model, group,
+                 dist::ZeroOptions{.stage = zero_stage, .bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
+  if (zero && o.master_weights) masters = zero->shard(masters, DType::f32);
+  const std::vector<Tensor> computed = zero ? zero->shards() : model->parameters();
+  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, d, lr, o.master_weights ? masters : computed);
+  if (o.master_weights) optimizer->keep_masters_of(computed);
+  masters.clear();
+  std::vector<std::string> param_names;
+  for (const auto& [name, p] : model->named_parameters()) param_names.push_back(name);
+  // The optimizer's state in and out of checkpoints: ZeRO's shards gathered into (and taken from)
+  // one process's state, so that a checkpoint is the same whatever wrote it.
+  const OptimizerStateIO optimizer_io =
+      zero ? OptimizerStateIO{.name = optimizer->name(),
+                              .save = [&] { return zero->full_state_dict(*optimizer, param_names); },
+                              .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
+                                WEFT_CHECK(keyed_by_name, FormatError, "--parallel ", o.parallel, ": ", o.resume_dir,
+                                           " keys its optimizer state by position (an older weft); resume it without "
+                                           "ZeRO once to rewrite it");
+                                zero->load_full_state_dict(*optimizer, dict, param_names);
+                              }}
+           : optimizer_state_io(*model, *optimizer);
   std::optional<amp::GradScaler> scaler;
   if (o.precision == amp::Precision::fp16) scaler.emplace();
   amp::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
@@ -398,7 +424,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   TrainerState state;
   int64_t saved_plan = 0;
   if (!o.resume_dir.empty()) {
-    state = load_checkpoint(o.resume_dir, *model, task->model_name(), *optimizer);
+    if (zero) zero->gather_parameters();
+    state = load_checkpoint(o.resume_dir, *model, task->model_name(), optimizer_io);
+    if (zero) zero->release_parameters();
     default_generator().set_state(state.rng);
     if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
     saved_plan = saved_planned_steps(state.options, steps_per_epoch, str(o.resume_dir, "/trainer.json: options"));
@@ -406,11 +434,12 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   }
   // Mixed precision: the optimizer writes each weight's 16-bit copy as it updates it, and the
   // forward's linear layers read those instead of casting every weight each step.
-  if (low_precision && !o.master_weights) optimizer->keep_low_precision_copies(*low_precision);
+  // (Not of ZeRO's shards: the forward reads whole weights.)
+  if (low_precision && !o.master_weights && !zero) optimizer->keep_low_precision_copies(*low_precision);
 
   std::optional<dist::DistributedDataParallel> ddp;
-  if (data_parallel) dist::ProcessGroup::set_timeout(o.comm_timeout);
-  if (data_parallel) ddp.emplace(*model, group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
+  if (data_parallel && !zero) ddp.emplace(*model, group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
+  dist::GradientSync* sync = ddp ? static_cast<dist::GradientSync*>(&*ddp) : zero ? &*zero : nullptr;
   int64_t micro_batch = rank_batch / o.grad_accum;
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
              ValueError, "--epochs: must be at most ", shortest(static_cast<double>(kMaxSteps) / steps_per_epoch),
@@ -431,7 +460,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     for (int i = 0; i < 5; ++i) {
       const Clock::time_point t = Clock::now();
       accumulate_step(*model, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step, log,
-                      task->tallies_accuracy());
+                      task->tallies_accuracy(), nullptr, sync);
       if (i >= 2) seconds += seconds_since(t);
     }
     optimizer->zero_grad();
@@ -481,12 +510,17 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule},
                   {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
                   {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
-                  {"out", o.out_dir}, {"parallel", data_parallel ? "ddp" : "none"}, {"ranks", world}};
+                  {"out", o.out_dir}, {"parallel", !data_parallel ? "none" : zero ? o.parallel : "ddp"}, {"ranks", world}};
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
       << " samples, " << steps_per_epoch << " per epoch";
-  if (data_parallel)
+  if (ddp)
     log << "; data parallel on " << world << " ranks, " << rank_batch << " samples each, gradients all-reduced in "
         << ddp->buckets() << " buckets" << (o.ddp_overlap ? " during backward" : " after backward");
+  if (zero)
+    log << "; ZeRO-" << zero_stage << " on " << world << " ranks, " << rank_batch << " samples each, "
+        << (zero_stage == 1 ? "optimizer states" : zero_stage == 2 ? "optimizer states and gradients"
+                                                                   : "optimizer states, gradients and parameters")
+        << " sharded in " << zero->buckets() << (zero_stage == 3 ? " layers" : " buckets");
   log << "\n";
 
   // The last checkpoint: the one resumed from, then each one saved ("": none).
@@ -502,16 +536,24 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
         "; nothing was saved after it. Try a lower --lr (this run: ", lr, "), --clip-grad 1",
         o.precision == amp::Precision::fp32 ? "" : ", or --precision fp32"));
   };
-  // With --out (which is when there are metrics), the checkpoint of the step just taken.
+  // With --out, the checkpoint of the step just taken: rank 0 writes it (it alone has the metrics);
+  // under ZeRO every rank takes part, gathering its shards.
+  const bool saving = !options.out_dir.empty();
   auto save = [&] {
-    metrics->flush();
-    state.epoch = state.step / steps_per_epoch;
-    state.rng = default_generator().state();
-    state.options = saved_options;
-    if (scaler) state.grad_scaler = scaler->state();
-    save_checkpoint(o.out_dir, *model, task->model_name(), *optimizer, state, task->checkpoint_metadata(),
-                    [&](const std::string& dir) { task->save_files(dir); });
-    saved_in = o.out_dir;
+    if (zero) zero->gather_parameters();
+    OptimizerStateIO gathered = optimizer_io;
+    if (zero) gathered.save = [dict = optimizer_io.save()] { return dict; };
+    if (metrics) {
+      metrics->flush();
+      state.epoch = state.step / steps_per_epoch;
+      state.rng = default_generator().state();
+      state.options = saved_options;
+      if (scaler) state.grad_scaler = scaler->state();
+      save_checkpoint(o.out_dir, *model, task->model_name(), gathered, state, task->checkpoint_metadata(),
+                      [&](const std::string& dir) { task->save_files(dir); });
+    }
+    if (zero) zero->release_parameters();
+    saved_in = options.out_dir;
     saved_step = state.step;
   };
   // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
@@ -533,8 +575,8 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     result.evaluation = e.result;
     result.evaluation_line = e.line;
     log << "step " << state.step << ": " << e.line;
-    if (metrics) {
-      metrics->write(state.step, e.scalars);
+    if (metrics) metrics->write(state.step, e.scalars);
+    if (saving) {
       save();
       log << "; checkpoint in " << o.out_dir;
     }
@@ -574,7 +616,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     fail_rank_if_asked(rank, state.step + 1);
     StepTally tally =
         accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step,
-                        log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr, ddp ? &*ddp : nullptr);
+                        log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr, sync);
     // What ends the run is decided once for every rank: a signal or the time limit one rank saw
     // first, a loss that stopped being a number on any; the loss and counts logged are the batch's.
     bool stop_now = !stop.received().empty(), time_up = o.time_limit > 0 && seconds_since(loop_start) >= o.time_limit;
@@ -601,10 +643,13 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       double grad_factor = 1;
       if (clip_grad > 0) {
         if (scaler) scaler->unscale_(*optimizer);
-        const double norm = backward_norm ? backward_norm->norm() : optim::grad_norm(model->parameters());
+        const double norm = zero            ? zero->grad_norm()
+                            : backward_norm ? backward_norm->norm()
+                                            : optim::grad_norm(model->parameters());
         grad_factor = optim::clip_coefficient(norm, clip_grad);
       }
       apply_update(*optimizer, scaler_ptr, state.step + 1, log, grad_factor);
+      if (zero) zero->finish_step();
     }
     step_scope.reset();
     const double step_seconds = seconds_since(step_start);
@@ -665,7 +710,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   } else {
     // Preempted: the checkpoint first, and no evaluation, which may take longer than the notice.
     log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
-    if (metrics) {
+    if (saving) {
       save();
       log << "; checkpoint in " << o.out_dir << " (continue with --resume " << o.out_dir << ")";
     } else {
