@@ -45,6 +45,22 @@ struct Case {
   double tolerance;
 };
 
+// A 2-block GPT on random tokens, AdamW with clipping at 1 (the GPT's defaults), two micro-batches.
+train::TrainOptions tiny_gpt(int64_t steps) {
+  train::TrainOptions gpt;
+  gpt.model = "gpt";
+  gpt.text.data = {"random"};
+  gpt.text.layers = 2;
+  gpt.text.heads = 2;
+  gpt.text.dim = 32;
+  gpt.text.context = 16;
+  gpt.text.vocab = 64;
+  gpt.steps = steps;
+  gpt.batch_size = 16;
+  gpt.grad_accum = 2;
+  return gpt;
+}
+
 TEST(TrainDDP, RanksAtTheirShareOfTheBatchReachTheOneProcessParameters) {
   const int rank = group().rank(), size = group().size();
   train::TrainOptions mlp;
@@ -59,17 +75,7 @@ TEST(TrainDDP, RanksAtTheirShareOfTheBatchReachTheOneProcessParameters) {
   cnn.steps = 4;
   cnn.batch_size = 32;
   cnn.eval_every = 0;
-  train::TrainOptions gpt;  // AdamW with clipping at 1, the GPT's defaults; two micro-batches
-  gpt.model = "gpt";
-  gpt.text.data = {"random"};
-  gpt.text.layers = 2;
-  gpt.text.heads = 2;
-  gpt.text.dim = 32;
-  gpt.text.context = 16;
-  gpt.text.vocab = 64;
-  gpt.steps = 6;
-  gpt.batch_size = 16;
-  gpt.grad_accum = 2;
+  const train::TrainOptions gpt = tiny_gpt(6);
   // AdamW divides each gradient by its own running size, so rounding differences in tiny
   // gradients move parameters by more than plain SGD lets them.
   const Case cases[] = {
@@ -115,17 +121,7 @@ TEST(TrainZeRO, EveryStageTakesDDPsStepsAndSavesWhatOneProcessWould) {
   mlp.steps = 4;
   mlp.batch_size = 64;
   mlp.eval_every = 0;
-  train::TrainOptions gpt;  // AdamW, clipping at 1, two micro-batches
-  gpt.model = "gpt";
-  gpt.text.data = {"random"};
-  gpt.text.layers = 2;
-  gpt.text.heads = 2;
-  gpt.text.dim = 32;
-  gpt.text.context = 16;
-  gpt.text.vocab = 64;
-  gpt.steps = 4;
-  gpt.batch_size = 16;
-  gpt.grad_accum = 2;
+  const train::TrainOptions gpt = tiny_gpt(4);
   train::TrainOptions gpt_bf16 = gpt;
   gpt_bf16.precision = amp::Precision::bf16;
   train::TrainOptions gpt_masters = gpt_bf16;  // bf16 parameters and gradients, f32 masters
