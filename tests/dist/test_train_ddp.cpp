@@ -7,11 +7,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <sstream>
 
 #include "weft/dist/process_group.h"
+#include "weft/io/checkpoint_dir.h"
 #include "weft/io/safetensors.h"
+#include "weft/io/sharded_checkpoint.h"
+#include "weft/train/checkpoint.h"
 #include "weft/train/trainer.h"
 
 namespace weft::dist {
@@ -26,16 +30,30 @@ std::string shared_directory(const char* what) {
   return str("/tmp/weft_ddp_", what, "_", static_cast<int64_t>(id.item()));
 }
 
-double largest_difference(const std::string& a, const std::string& b) {
-  const io::SafetensorsFile x = io::load_safetensors(a), y = io::load_safetensors(b);
-  EXPECT_EQ(x.tensors.size(), y.tensors.size());
+// The largest difference between two sets of the same named tensors.
+double largest_difference(const std::map<std::string, Tensor>& x, const std::map<std::string, Tensor>& y) {
+  EXPECT_EQ(x.size(), y.size());
   double worst = 0;
-  for (size_t k = 0; k < x.tensors.size() && k < y.tensors.size(); ++k) {
-    EXPECT_EQ(x.tensors[k].first, y.tensors[k].first);
-    const std::vector<double> u = x.tensors[k].second.to_vector<double>(), v = y.tensors[k].second.to_vector<double>();
+  for (const auto& [name, a] : x) {
+    auto b = y.find(name);
+    if (b == y.end()) {
+      ADD_FAILURE() << name << " is missing";
+      continue;
+    }
+    const std::vector<double> u = a.to_vector<double>(), v = b->second.to_vector<double>();
+    EXPECT_EQ(u.size(), v.size()) << name;
     for (size_t i = 0; i < u.size() && i < v.size(); ++i) worst = std::max(worst, std::abs(u[i] - v[i]));
   }
   return worst;
+}
+
+std::map<std::string, Tensor> tensors_in(const std::string& file) {
+  const io::SafetensorsFile f = io::load_safetensors(file);
+  return {f.tensors.begin(), f.tensors.end()};
+}
+
+double largest_difference(const std::string& a, const std::string& b) {
+  return largest_difference(tensors_in(a), tensors_in(b));
 }
 
 struct Case {
@@ -110,8 +128,8 @@ TEST(TrainDDP, RanksAtTheirShareOfTheBatchReachTheOneProcessParameters) {
   }
 }
 
-// ZeRO at every stage takes the steps DDP takes: the same parameters, and a checkpoint holding the
-// same one-process optimizer state (gathered from the shards). Bit for bit where the sums are the
+// ZeRO at every stage takes the steps DDP takes: the same parameters, and a sharded checkpoint
+// whose runs put together are DDP's one-process model and optimizer state. Bit for bit where the sums are the
 // same; stages 2 and 3 reduce each micro-batch before adding them (DDP adds, then reduces), and
 // reduce-scatter may add 4 ranks' gradients in another order than all-reduce.
 TEST(TrainZeRO, EveryStageTakesDDPsStepsAndSavesWhatOneProcessWould) {
@@ -144,15 +162,100 @@ TEST(TrainZeRO, EveryStageTakesDDPsStepsAndSavesWhatOneProcessWould) {
         // Stage 1 reduces what DDP reduces; bf16 sums round to 8 bits of mantissa.
         const bool same_sums = std::string(mode) == "zero1" || (options.grad_accum == 1 && size == 2);
         const double tolerance = same_sums ? 0 : options.precision == amp::Precision::bf16 ? 1e-3 : 1e-5;
-        for (const char* file : {"model.safetensors", "optimizer.safetensors"})
-          EXPECT_LE(largest_difference(str(dir, "/ddp/", file), str(dir, "/", mode, "/", file)), tolerance)
-              << name << " " << mode << " " << file << " on " << size << " ranks";
+        // ZeRO's checkpoint is sharded: its runs put together are one process's model and state.
+        const io::MergedShards merged = io::merge_shards(io::current_checkpoint(str(dir, "/", mode)));
+        EXPECT_LE(largest_difference(tensors_in(dir + "/ddp/model.safetensors"), {merged.tensors.begin(), merged.tensors.end()}),
+                  tolerance) << name << " " << mode << " parameters on " << size << " ranks";
+        EXPECT_LE(largest_difference(tensors_in(dir + "/ddp/optimizer.safetensors"), merged.companions), tolerance)
+            << name << " " << mode << " optimizer state on " << size << " ranks";
       }
       EXPECT_NE(log.str().find(str("ZeRO-3 on ", size, " ranks")), std::string::npos) << log.str();
       std::filesystem::remove_all(dir);
     }
     group().barrier();
   }
+}
+
+// A tensor dict's bits: name -> bytes.
+std::map<std::string, std::string> bits(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, t] : tensors) out[name].assign(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  return out;
+}
+
+// A ZeRO checkpoint is one shard per rank and resumes on any number of ranks. Saved by 2 ranks
+// under ZeRO-3 and resumed without taking a step by 1 rank, 1 -> 2 (ZeRO-2), and on 4 ranks 2 -> 4
+// (ZeRO-1) -> 2 (ZeRO-3), every checkpoint holds the same parameters, bit for bit.
+TEST(ZeroCheckpoint, ResumesOnAnyNumberOfRanksWithTheSameBits) {
+  const int rank = group().rank(), size = group().size();
+  const std::unique_ptr<ProcessGroup> one = group().split(rank, 0), two = group().split(rank / 2, rank);
+  const std::string base = shared_directory("reshard"), pair = str(base, "_", rank / 2);
+  train::TrainOptions o = tiny_gpt(2);
+  o.precision = amp::Precision::bf16;
+  o.master_weights = true;
+  o.threads = 1;
+  auto run = [&](ProcessGroup& g, const char* parallel, const std::string& out, const std::string& resume) {
+    train::TrainOptions r = o;
+    r.parallel = parallel;
+    r.out_dir = out;
+    r.resume_dir = resume;
+    std::ostringstream log;
+    EXPECT_EQ(train::train(r, log, false, g).steps, 2) << out << ": " << log.str();
+  };
+  run(*two, "zero3", pair + "/a2", "");
+  if (rank % 2 == 0) run(*one, "", pair + "/b1", pair + "/a2");
+  two->barrier();
+  run(*two, "zero2", pair + "/c2", pair + "/b1");
+  std::vector<std::string> sharded = {pair + "/a2", pair + "/c2"};
+  if (size == 4) {
+    run(group(), "zero1", base + "_0/d4", base + "_0/a2");
+    run(*two, "zero3", pair + "/e2", base + "_0/d4");
+    sharded.insert(sharded.end(), {base + "_0/d4", pair + "/e2"});
+  }
+  group().barrier();
+  if (rank % 2 == 0) {
+    const auto single = bits(io::load_safetensors(pair + "/b1/model.safetensors").tensors);
+    EXPECT_EQ(single.size(), 28u);
+    for (const std::string& dir : sharded) {
+      train::consolidate_checkpoint(dir, dir + ".safetensors");
+      EXPECT_TRUE(bits(io::load_safetensors(dir + ".safetensors").tensors) == single) << dir << " on " << size << " ranks";
+    }
+  }
+  // A shard missing, or one from another save: refused on every rank, naming the file; nothing written.
+  if (rank % 2 == 0) {
+    std::filesystem::create_directory(pair + "/missing");
+    std::filesystem::copy(pair + "/a2/step-00000002", pair + "/missing/step-00000002", std::filesystem::copy_options::recursive);
+    std::filesystem::create_directory_symlink("step-00000002", pair + "/missing/latest");
+    std::filesystem::remove(pair + "/missing/step-00000002/shard-00001-of-00002.safetensors");
+    std::filesystem::create_directory(pair + "/mixed");
+    std::filesystem::copy(pair + "/a2/step-00000002", pair + "/mixed/step-00000002", std::filesystem::copy_options::recursive);
+    std::filesystem::create_directory_symlink("step-00000002", pair + "/mixed/latest");
+    std::filesystem::copy_file(pair + "/c2/latest/shard-00001-of-00002.safetensors",
+                               pair + "/mixed/step-00000002/shard-00001-of-00002.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  two->barrier();
+  train::TrainOptions resume = o;
+  resume.parallel = "zero2";
+  resume.resume_dir = pair + "/missing";
+  std::ostringstream log;
+  try {
+    train::train(resume, log, false, *two);
+    ADD_FAILURE() << "resumed from a checkpoint missing a shard";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("is missing the shard of rank 1 of 2"), std::string::npos) << e.what();
+  }
+  if (rank % 2 == 0) {
+    try {
+      train::consolidate_checkpoint(pair + "/mixed", pair + "/mixed.safetensors");
+      ADD_FAILURE() << "merged shards of two saves";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("belongs to another checkpoint"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(pair + "/mixed.safetensors"));
+  }
+  group().barrier();
+  if (rank % 2 == 0) std::filesystem::remove_all(pair);
 }
 
 }  // namespace

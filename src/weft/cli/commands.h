@@ -7,7 +7,7 @@
 
 namespace weft::cli {
 
-void add_train_commands(CLI::App& app, std::function<void()>& run);  // train, eval, info
+void add_train_commands(CLI::App& app, std::function<void()>& run);  // train, eval, info, ckpt consolidate
 void add_dtype_command(CLI::App& app, std::function<void()>& run);   // dtype
 void add_plan_command(CLI::App& app, std::function<void()>& run);    // plan
 void add_quant_commands(CLI::App& app, std::function<void()>& run);  // quantize

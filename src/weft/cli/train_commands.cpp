@@ -13,10 +13,12 @@
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataset.h"
+#include "weft/dist/world.h"
 #include "weft/infer/load.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
 #include "weft/optim/kind.h"
+#include "weft/train/checkpoint.h"
 #include "weft/train/image_task.h"
 #include "weft/train/trainer.h"
 
@@ -32,6 +34,7 @@ std::string percent(double fraction) {
 
 void train(const train::TrainOptions& options, bool json) {
   const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
+  if (dist::world().rank != 0) return;  // under mpirun, rank 0 speaks for the run
   if (!r.evaluation_line.empty()) std::cout << r.evaluation_line << "\n";
   std::cout << "trained " << r.steps << " steps, " << r.items << " " << r.items_name << " this run: "
             << static_cast<int64_t>(r.items_per_s) << " " << r.items_name << "/s; wall time " << r.wall_s << " s\n"
@@ -42,9 +45,13 @@ void train(const train::TrainOptions& options, bool json) {
               << "\n";
   if (!options.out_dir.empty()) {
     const std::string& out = options.out_dir;
-    std::cout << "checkpoint: " << out << " ("
-              << (options.is_image_task() ? "evaluate with weft eval" : "sample with weft generate") << " --checkpoint "
-              << out << ", resume with --resume " << out << ")\nlogs: " << out
+    const std::string use = options.is_image_task() ? "evaluate with weft eval" : "sample with weft generate";
+    if (options.parallel.starts_with("zero"))  // one shard per rank
+      std::cout << "checkpoint: " << out << ", sharded (merge with weft ckpt consolidate " << out << " --out FILE, then "
+                << use << " --checkpoint FILE; resume with --resume " << out << " on any number of ranks)";
+    else
+      std::cout << "checkpoint: " << out << " (" << use << " --checkpoint " << out << ", resume with --resume " << out << ")";
+    std::cout << "\nlogs: " << out
               << "/metrics.jsonl and TensorBoard events (tensorboard --logdir " << out << ")\n";
   }
   if (json) std::cout << r.to_json().dump() << "\n";
@@ -250,6 +257,22 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required()->check(not_empty());
   i->add_flag("--json", *json);
   i->callback([&run, path, json] { run = [=] { info(*path, *json); }; });
+
+  auto sharded = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* c = app.add_subcommand("ckpt", "checkpoint tools: consolidate");
+  c->require_subcommand(1);
+  CLI::App* consolidate = c->add_subcommand(
+      "consolidate", "merge a sharded checkpoint (weft train --parallel zero1|zero2|zero3) into one model file");
+  consolidate->add_option("dir", *sharded, "the checkpoint directory")->required()->check(not_empty());
+  consolidate->add_option("--out", *out, "the .safetensors file to write (weft eval --checkpoint FILE reads it)")
+      ->required()->check(not_empty());
+  consolidate->callback([&run, sharded, out] {
+    run = [=] {
+      train::consolidate_checkpoint(*sharded, *out);
+      std::cout << "wrote " << *out << "\n";
+    };
+  });
 }
 
 }  // namespace weft::cli

@@ -315,28 +315,39 @@ void ZeroDataParallel::release_parameters() {
   }
 }
 
-std::map<std::string, Tensor> ZeroDataParallel::full_state_dict(const optim::Optimizer& optimizer,
-                                                                 const std::vector<std::string>& param_names) const {
+std::vector<ZeroDataParallel::Piece> ZeroDataParallel::pieces(int rank) const {
+  std::vector<Piece> out;
+  for (const Bucket& b : buckets_) {
+    const int64_t n = shard_numel(b), begin = rank * n;
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      const int64_t lo = std::max(begin, b.offsets[slot]);
+      const int64_t hi = std::min(begin + n, b.offsets[slot] + params_[b.params[slot]].numel());
+      if (lo < hi) out.push_back({b.params[slot], lo - b.offsets[slot], hi - lo});
+    }
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> ZeroDataParallel::local_state(const optim::Optimizer& optimizer,
+                                                            const std::vector<std::string>& param_names) const {
   WEFT_CHECK(param_names.size() == params_.size(), ValueError, "ZeRO: ", param_names.size(), " names for ",
              params_.size(), " parameters");
   NoGradGuard no_grad;
-  std::map<std::string, Tensor> dict;
-  for (size_t k = 0; k < buckets_.size(); ++k) {
+  std::map<std::string, Tensor> out;
+  const int64_t rank = group_.rank();
+  for (const Piece& piece : pieces(group_.rank())) {
+    const size_t k = bucket_of_[piece.param];
     const Bucket& b = buckets_[k];
-    // Every rank's shard of a bucket is at the same step (they step together).
-    const int64_t step = optimizer.step_count(k);
-    if (step == 0) continue;
-    for (const auto& [name, buffer] : optimizer.state(k)) {
-      Tensor whole = Tensor::empty({b.numel}, buffer.dtype());
-      group_.all_gather(buffer, whole);
-      for (size_t slot = 0; slot < b.params.size(); ++slot) {
-        const Tensor& p = params_[b.params[slot]];
-        dict[param_names[b.params[slot]] + "." + name] = whole.narrow(0, b.offsets[slot], p.numel()).reshape(p.shape()).clone();
-      }
-    }
-    for (size_t index : b.params) dict[param_names[index] + ".step"] = Tensor::scalar(static_cast<double>(step), DType::i64);
+    const size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), piece.param) - b.params.begin());
+    // Where the piece starts in this rank's shard of the bucket.
+    const int64_t at = b.offsets[slot] + piece.begin - rank * shard_numel(b);
+    const std::string& name = param_names[piece.param];
+    out[name] = shards_[k].narrow(0, at, piece.length).clone();
+    if (optimizer.step_count(k) == 0) continue;
+    out[name + ".step"] = Tensor::scalar(static_cast<double>(optimizer.step_count(k)), DType::i64);
+    for (const auto& [field, buffer] : optimizer.state(k)) out[name + "." + field] = buffer.narrow(0, at, piece.length).clone();
   }
-  return dict;
+  return out;
 }
 
 void ZeroDataParallel::load_full_state_dict(optim::Optimizer& optimizer, const std::map<std::string, Tensor>& dict,

@@ -91,15 +91,25 @@ class ZeroDataParallel : public GradientSync {
   // The L2 norm of the whole averaged gradient, from every rank's shard (collective).
   double grad_norm() const;
 
-  // One process's optimizer state (Optimizer::state_dict keyed by `param_names`, one per model
-  // parameter) from `optimizer`, built over shards(): every bucket's state all-gathered and cut
-  // per parameter (collective). The parameters that have state share their bucket's step count.
-  std::map<std::string, Tensor> full_state_dict(const optim::Optimizer& optimizer,
-                                                const std::vector<std::string>& param_names) const;
-  // The reverse: each rank takes its shards of a one-process state dict. Local. A bucket whose
-  // parameters the dict covers only in part, or at different steps → ValueError.
+  // Each rank takes its shards of one process's optimizer state (Optimizer::state_dict keyed by
+  // `param_names`, one per model parameter) into `optimizer`, built over shards(). Local. A bucket
+  // whose parameters are at different steps → ValueError.
   void load_full_state_dict(optim::Optimizer& optimizer, const std::map<std::string, Tensor>& dict,
                             const std::vector<std::string>& param_names) const;
+
+  // A run of a parameter's elements (flattened) that one rank's shard holds: each rank holds at
+  // most one run of each parameter.
+  struct Piece {
+    size_t param;    // index in model.parameters()
+    int64_t begin;   // first element
+    int64_t length;
+  };
+  std::vector<Piece> pieces(int rank) const;  // local: the layout is the same on every rank
+  // This rank's pieces of the parameters and of their optimizer state (built over shards()), for a
+  // sharded checkpoint: "NAME" (the run of the flattened parameter), "NAME.FIELD" (the same run of
+  // each state buffer, "master" included), "NAME.step" (0-d) once the optimizer has stepped. Local.
+  std::map<std::string, Tensor> local_state(const optim::Optimizer& optimizer,
+                                            const std::vector<std::string>& param_names) const;
 
   // Stage 3: every parameter gathered (to read or write them whole: a checkpoint), until
   // release_parameters(), which first writes each rank's shard back from them. Other stages: nothing.
@@ -107,6 +117,8 @@ class ZeroDataParallel : public GradientSync {
   void release_parameters();
 
   int stage() const { return options_.stage; }
+  int rank() const { return group_.rank(); }
+  int ranks() const { return group_.size(); }
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:

@@ -11,6 +11,7 @@
 #include "weft/io/input_file.h"
 #include "weft/io/json.h"
 #include "weft/io/safetensors.h"
+#include "weft/io/sharded_checkpoint.h"
 
 namespace weft::infer {
 
@@ -49,7 +50,11 @@ void check_against_tensors(const nn::GPTConfig& config, const io::SafetensorsHea
 }  // namespace
 
 std::string model_file(const std::string& path) {
-  return io::is_directory(path) ? (fs::path(io::current_checkpoint(path)) / "model.safetensors").string() : path;
+  if (!io::is_directory(path)) return path;
+  const std::string current = io::current_checkpoint(path);
+  WEFT_CHECK(!io::is_sharded_checkpoint(current), ValueError, path, " is a sharded checkpoint (weft train --parallel "
+             "zero1|zero2|zero3): merge it into one file with weft ckpt consolidate ", path, " --out FILE and pass FILE");
+  return (fs::path(current) / "model.safetensors").string();
 }
 
 const ImageDatasetInfo& image_dataset_info(const std::string& name) {
@@ -107,8 +112,11 @@ Metadata gpt_metadata(const nn::GPTConfig& c, const data::Tokenizer& tokenizer) 
 }
 
 SavedGPT read_saved_gpt(const std::string& path) {
-  const std::string file = model_file(path);
-  io::SafetensorsHeader header = io::read_safetensors_header(file);
+  // A sharded checkpoint (ZeRO) says the same in its index.
+  const std::string current = io::is_directory(path) ? io::current_checkpoint(path) : std::string();
+  const bool sharded = !current.empty() && io::is_sharded_checkpoint(current);
+  const std::string file = sharded ? (fs::path(current) / io::kShardIndex).string() : model_file(path);
+  io::SafetensorsHeader header = sharded ? io::sharded_header(current) : io::read_safetensors_header(file);
   auto model = header.metadata.find("weft.model");
   if (model == header.metadata.end() || model->second != "gpt")
     throw ValueError(str(file, " does not hold a GPT (its weft.model is '",

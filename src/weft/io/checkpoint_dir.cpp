@@ -93,9 +93,13 @@ std::string current_name(const std::string& dir) {
 
 }  // namespace
 
+std::string staging_directory(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / (kTemporary + step_name(step))).string();
+}
+
 CheckpointWriter::CheckpointWriter(std::string dir, int64_t step)
     : dir_(std::move(dir)),
-      staging_((fs::path(dir_) / (kTemporary + step_name(step))).string()),
+      staging_(staging_directory(dir_, step)),
       name_(step_name(step)) {
   std::error_code error;
   fs::create_directories(dir_, error);

@@ -53,6 +53,10 @@ class CheckpointWriter {
   bool committed_ = false;
 };
 
+// Where CheckpointWriter(dir, step) stages its files: what the other ranks of a sharded save write
+// into, once the writing rank has created it.
+std::string staging_directory(const std::string& dir, int64_t step);
+
 // The directory holding DIR's current checkpoint: the step directory DIR/latest points to, or DIR
 // itself when it has no DIR/latest. A pointer to no step directory → FormatError / IOError.
 std::string current_checkpoint(const std::string& dir);

@@ -1,14 +1,17 @@
 #include "weft/train/checkpoint.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <random>
 
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/input_file.h"
 #include "weft/io/json.h"
 #include "weft/io/safetensors.h"
+#include "weft/io/sharded_checkpoint.h"
 
 namespace weft::train {
 
@@ -94,6 +97,34 @@ SavedTrainer read_trainer_state(const std::string& path) {
   return saved;
 }
 
+void write_trainer_state(const std::string& dir, const std::string& model_name, const std::string& optimizer_name,
+                         const TrainerState& state) {
+  nlohmann::json trainer = {{"epoch", state.epoch}, {"step", state.step}, {"model", model_name},
+                            {"optimizer", optimizer_name}, {"options", state.options}};
+  for (uint64_t word : state.rng) trainer["rng"].push_back(std::to_string(word));  // JSON numbers lose u64 bits
+  if (state.grad_scaler)
+    trainer["grad_scaler"] = {{"scale", state.grad_scaler->scale}, {"growth_tracker", state.grad_scaler->growth_tracker},
+                              {"skipped_steps", state.grad_scaler->skipped_steps},
+                              {"overflows_at_minimum", state.grad_scaler->overflows_at_minimum}};
+  const std::string text = trainer.dump(2) + "\n";
+  io::write_file_atomic(trainer_path(dir), [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+}
+
+// The metadata of a model file: the task's, and what says which model and step it is.
+std::map<std::string, std::string> model_file_metadata(const std::map<std::string, std::string>& model_metadata,
+                                                       const std::string& model_name, int64_t step) {
+  std::map<std::string, std::string> metadata = model_metadata;
+  metadata.insert({{"format", "pt"}, {"weft.model", model_name}, {"weft.step", std::to_string(step)}});
+  return metadata;
+}
+
+// Whether every rank of `group` succeeded; a rank that failed brings the others along.
+bool all_succeeded(dist::ProcessGroup& group, bool succeeded) {
+  Tensor failed = Tensor::scalar(succeeded ? 0 : 1, DType::f32);
+  group.all_reduce(failed, dist::ReduceOp::max);
+  return failed.item() == 0;
+}
+
 }  // namespace
 
 OptimizerStateIO optimizer_state_io(const nn::Module& model, optim::Optimizer& optimizer) {
@@ -129,23 +160,13 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
 
   nn::StateDict state_dict = model.state_dict();
   std::vector<std::pair<std::string, Tensor>> weights(state_dict.begin(), state_dict.end());
-  std::map<std::string, std::string> metadata = model_metadata;
-  metadata.insert({{"format", "pt"}, {"weft.model", model_name}, {"weft.step", step}});
-  io::save_safetensors(model_path(staging), weights, metadata);
+  io::save_safetensors(model_path(staging), weights, model_file_metadata(model_metadata, model_name, state.step));
 
   auto optimizer_state = optimizer.save();
   io::save_safetensors(optimizer_path(staging), {optimizer_state.begin(), optimizer_state.end()},
                        {{"weft.optimizer", optimizer.name}, {"weft.step", step}, {kOptimizerKeys, kKeyedByName}});
 
-  nlohmann::json trainer = {{"epoch", state.epoch}, {"step", state.step}, {"model", model_name},
-                            {"optimizer", optimizer.name}, {"options", state.options}};
-  for (uint64_t word : state.rng) trainer["rng"].push_back(std::to_string(word));  // JSON numbers lose u64 bits
-  if (state.grad_scaler)
-    trainer["grad_scaler"] = {{"scale", state.grad_scaler->scale}, {"growth_tracker", state.grad_scaler->growth_tracker},
-                              {"skipped_steps", state.grad_scaler->skipped_steps},
-                              {"overflows_at_minimum", state.grad_scaler->overflows_at_minimum}};
-  std::string text = trainer.dump(2) + "\n";
-  io::write_file_atomic(trainer_path(staging), [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+  write_trainer_state(staging, model_name, optimizer.name, state);
   if (save_files) save_files(staging);
   checkpoint.commit();
 }
@@ -160,6 +181,17 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
              saved.optimizer, ", not ", optimizer.name, "; pass the same --optimizer to resume");
   TrainerState& state = saved.state;
 
+  if (io::is_sharded_checkpoint(files)) {
+    io::MergedShards merged = io::merge_shards(files);
+    if (merged.step != state.step)
+      throw FormatError(str("checkpoint ", dir, " is inconsistent: its shards were saved at step ", merged.step,
+                            " and trainer.json at ", state.step, "; resume from an earlier checkpoint"));
+    nn::StateDict weights;
+    for (const auto& [name, tensor] : merged.tensors) weights.insert(name, tensor);
+    model.load_state_dict(weights);
+    optimizer.load(merged.companions, /*keyed_by_name=*/true);
+    return std::move(saved.state);
+  }
   io::SafetensorsFile weights = io::load_safetensors(model_path(files));
   io::SafetensorsFile optimizer_file = io::load_safetensors(optimizer_path(files));
   if (saved_step(weights, model_path(files)) != state.step ||
@@ -176,6 +208,62 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
                keys->second, "', expected '", kKeyedByName, "'; was it written by a newer weft?");
   optimizer.load(optimizer_state, keys != optimizer_file.metadata.end());
   return std::move(saved.state);
+}
+
+void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, const std::string& model_name,
+                             const std::string& optimizer_name, const CheckpointShard& shard, const TrainerState& state,
+                             const std::map<std::string, std::string>& model_metadata,
+                             const std::function<void(const std::string&)>& save_files) {
+  const int rank = group.rank(), ranks = group.size();
+  std::string error;  // this rank's failure
+  auto agree = [&] {
+    if (!all_succeeded(group, error.empty()))
+      throw IOError(error.empty() ? str("saving the checkpoint in ", dir, " failed on another rank; the previous "
+                                        "checkpoint stays current")
+                                  : error);
+  };
+  std::optional<io::CheckpointWriter> writer;
+  // Tells this save's files from another's: a shard left by an earlier save cannot pass for one.
+  Tensor id = Tensor::scalar(static_cast<double>(std::random_device{}()), DType::i64);
+  if (rank == 0) {
+    try {
+      writer.emplace(dir, state.step);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  agree();
+  group.broadcast(id, 0);
+  const std::string checkpoint_id = std::to_string(static_cast<int64_t>(id.item()));
+  const std::string staging = io::staging_directory(dir, state.step);
+  try {
+    io::save_safetensors(io::shard_file(staging, rank, ranks), {shard.tensors.begin(), shard.tensors.end()},
+                         {{io::kShardCheckpointId, checkpoint_id}, {"weft.step", std::to_string(state.step)},
+                          {"weft.model", model_name}, {"weft.optimizer", optimizer_name}});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agree();
+  if (rank == 0) {
+    try {
+      io::write_shard_index(staging, ranks, state.step, checkpoint_id,
+                            model_file_metadata(model_metadata, model_name, state.step), shard.layout);
+      write_trainer_state(staging, model_name, optimizer_name, state);
+      if (save_files) save_files(staging);
+      writer->commit();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  agree();
+}
+
+void consolidate_checkpoint(const std::string& dir, const std::string& out_file) {
+  const std::string files = io::current_checkpoint(dir);
+  WEFT_CHECK(io::is_sharded_checkpoint(files), ValueError, dir, " is not a sharded checkpoint (it has no ",
+             io::kShardIndex, "): its model.safetensors is already one file");
+  const io::MergedShards merged = io::merge_shards(files);
+  io::save_safetensors(out_file, merged.tensors, merged.metadata);
 }
 
 }  // namespace weft::train

@@ -24,6 +24,23 @@
 // were keyed by position ("0.exp_avg"), and still load: position i is the optimizer's parameter
 // i, which is the model's i-th parameter when the optimizer was built over model.parameters(),
 // as every weft trainer builds it. A name in the file that the model lacks → ValueError naming it.
+//
+// A sharded checkpoint (ZeRO: no rank ever holds the parameters or their state whole):
+//
+//   DIR/step-00000040/
+//     shard-00001-of-00004.safetensors   rank 1's runs of the flattened parameters ("NAME", 1-D),
+//                                        the same runs of their optimizer state ("NAME.exp_avg",
+//                                        "NAME.master", ...) and "NAME.step"; rank 0's also holds
+//                                        the model's buffers whole
+//     shards.json                        the index: every tensor's shape, dtype and runs (rank,
+//                                        first element, length), the model's metadata, and the
+//                                        checkpoint's id, which every shard file repeats
+//     trainer.json, the task's files     as above
+//
+// Every rank writes its file into the same staging directory and rank 0 commits them as one
+// checkpoint, once all have written. Loading assembles one process's weights and optimizer state
+// from the shards, so a sharded checkpoint resumes on any number of ranks, with or without ZeRO,
+// and consolidate_checkpoint merges it into one model file that weft eval reads.
 #pragma once
 #include <array>
 #include <optional>
@@ -35,6 +52,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/amp/grad_scaler.h"
+#include "weft/dist/process_group.h"
 #include "weft/nn/module.h"
 #include "weft/optim/optimizer.h"
 
@@ -75,6 +93,25 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
 // Both save and load need every optimizer parameter to be one of the model's (ValueError).
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              const OptimizerStateIO& optimizer);
+
+// What one rank contributes to a sharded checkpoint.
+struct CheckpointShard {
+  std::map<std::string, Tensor> tensors;  // this rank's runs: "NAME", "NAME.FIELD", "NAME.step"
+  // Used from rank 0: every parameter's and buffer's shape, dtype and runs,
+  // {"NAME": {"shape": [...], "dtype": "bf16", "runs": [[rank, begin, length], ...]}}.
+  nlohmann::json layout;
+};
+// Collective over `group`: each rank writes its file, rank 0 the index, trainer.json and the task's
+// files (`save_files`), and rank 0 commits once every rank has written. A failure on any rank fails
+// the save on every rank (IOError), and the previous checkpoint stays current.
+void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, const std::string& model_name,
+                             const std::string& optimizer_name, const CheckpointShard& shard, const TrainerState& state,
+                             const std::map<std::string, std::string>& model_metadata = {},
+                             const std::function<void(const std::string& dir)>& save_files = {});
+// DIR's current checkpoint, sharded, merged into one model file (weights and metadata, as a
+// one-process checkpoint's model.safetensors). Missing shards, shards of another checkpoint, or
+// runs that do not cover a tensor → FormatError / IOError naming the file; nothing is written then.
+void consolidate_checkpoint(const std::string& dir, const std::string& out_file);
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              optim::Optimizer& optimizer);
 

@@ -289,12 +289,34 @@ nlohmann::json TrainResult::to_json() const {
   return j;
 }
 
-TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive) {
+// This rank's part of a sharded checkpoint under ZeRO: its runs of the parameters and their
+// optimizer state, and (for rank 0 to write) where every rank's runs lie; rank 0 adds the buffers.
+CheckpointShard zero_shard(const dist::ZeroDataParallel& zero, const nn::Module& model, const optim::Optimizer& optimizer,
+                           const std::vector<std::string>& param_names) {
+  CheckpointShard shard{.tensors = zero.local_state(optimizer, param_names), .layout = nlohmann::json::object()};
+  const std::vector<Tensor> params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    shard.layout[param_names[i]] = {{"shape", params[i].shape()}, {"dtype", dtype_name(params[i].dtype())},
+                                    {"runs", nlohmann::json::array()}};
+  for (int r = 0; r < zero.ranks(); ++r)
+    for (const dist::ZeroDataParallel::Piece& piece : zero.pieces(r))
+      shard.layout[param_names[piece.param]]["runs"].push_back({r, piece.begin, piece.length});
+  if (zero.rank() == 0) {
+    for (const auto& [name, buffer] : model.named_buffers()) {
+      shard.tensors[name] = buffer.reshape({buffer.numel()}).clone();
+      shard.layout[name] = {{"shape", buffer.shape()}, {"dtype", dtype_name(buffer.dtype())},
+                            {"runs", {{0, 0, buffer.numel()}}}};
+    }
+  }
+  return shard;
+}
+
+TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive,
+                  dist::ProcessGroup& group) {
   const Clock::time_point start = Clock::now();
   options.validate();
   // Data parallelism: under an MPI launch of more than one rank (or --parallel ddp), every rank
   // trains a copy of the model on its share of each batch, and rank 0 alone writes and prints.
-  dist::ProcessGroup& group = dist::ProcessGroup::world();
   const int world = group.size(), rank = group.rank();
   const bool data_parallel = world > 1;
   // ddp, or zero1..3 (1 to 3 here); 0 for ddp and without data parallelism.
@@ -395,11 +417,12 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   masters.clear();
   std::vector<std::string> param_names;
   for (const auto& [name, p] : model->named_parameters()) param_names.push_back(name);
-  // The optimizer's state in and out of checkpoints: ZeRO's shards gathered into (and taken from)
-  // one process's state, so that a checkpoint is the same whatever wrote it.
+  // The optimizer's state out of a checkpoint: under ZeRO each rank takes its shards of one
+  // process's state (which a sharded checkpoint is assembled into), whatever the world size it was
+  // saved at.
   const OptimizerStateIO optimizer_io =
       zero ? OptimizerStateIO{.name = optimizer->name(),
-                              .save = [&] { return zero->full_state_dict(*optimizer, param_names); },
+                              .save = {},
                               .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
                                 WEFT_CHECK(keyed_by_name, FormatError, "--parallel ", o.parallel, ": ", o.resume_dir,
                                            " keys its optimizer state by position (an older weft); resume it without "
@@ -537,22 +560,21 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
         o.precision == amp::Precision::fp32 ? "" : ", or --precision fp32"));
   };
   // With --out, the checkpoint of the step just taken: rank 0 writes it (it alone has the metrics);
-  // under ZeRO every rank takes part, gathering its shards.
+  // under ZeRO every rank writes its shard (train/checkpoint.h).
   const bool saving = !options.out_dir.empty();
   auto save = [&] {
-    if (zero) zero->gather_parameters();
-    OptimizerStateIO gathered = optimizer_io;
-    if (zero) gathered.save = [dict = optimizer_io.save()] { return dict; };
-    if (metrics) {
-      metrics->flush();
-      state.epoch = state.step / steps_per_epoch;
-      state.rng = default_generator().state();
-      state.options = saved_options;
-      if (scaler) state.grad_scaler = scaler->state();
-      save_checkpoint(o.out_dir, *model, task->model_name(), gathered, state, task->checkpoint_metadata(),
-                      [&](const std::string& dir) { task->save_files(dir); });
-    }
-    if (zero) zero->release_parameters();
+    if (metrics) metrics->flush();
+    state.epoch = state.step / steps_per_epoch;
+    state.rng = default_generator().state();
+    state.options = saved_options;
+    if (scaler) state.grad_scaler = scaler->state();
+    const auto save_files = [&](const std::string& dir) { task->save_files(dir); };
+    if (zero)
+      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
+                              zero_shard(*zero, *model, *optimizer, param_names), state, task->checkpoint_metadata(),
+                              save_files);
+    else if (metrics)
+      save_checkpoint(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
     saved_in = options.out_dir;
     saved_step = state.step;
   };

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/dist/process_group.h"
+
 #include "weft/train/options.h"
 
 namespace weft::train {
@@ -54,7 +56,9 @@ struct TrainResult {
 };
 
 // Trains as `options` say, reporting progress on `log` (a redrawn bar when `interactive`, plain
-// lines otherwise). Bad options → ValueError naming the flag.
-TrainResult train(const TrainOptions& options, std::ostream& log, bool interactive);
+// lines otherwise), data parallel over `group` when it has more than one rank (default: every rank
+// of the launch; rank 0 of the group logs and writes). Bad options → ValueError naming the flag.
+TrainResult train(const TrainOptions& options, std::ostream& log, bool interactive,
+                  dist::ProcessGroup& group = dist::ProcessGroup::world());
 
 }  // namespace weft::train

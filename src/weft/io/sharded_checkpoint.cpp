@@ -1,0 +1,147 @@
+#include "weft/io/sharded_checkpoint.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "weft/io/atomic_file.h"
+#include "weft/io/input_file.h"
+#include "weft/io/json.h"
+
+namespace weft::io {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxShardIndexBytes = 256 << 20;
+
+// array[i], an integer in [min, max].
+int64_t element_integer(const nlohmann::json& array, size_t i, const std::string& where, int64_t min, int64_t max) {
+  const nlohmann::json& v = array.at(i);
+  WEFT_CHECK(v.is_number_integer() && v.get<int64_t>() >= min && v.get<int64_t>() <= max, FormatError, where,
+             ": expected a whole number from ", min, " to ", max, ", found ", json_excerpt(v));
+  return v.get<int64_t>();
+}
+
+nlohmann::json read_index(const std::string& index_path) {
+  nlohmann::json index = parse_json(read_input(index_path, kMaxShardIndexBytes), index_path);
+  WEFT_CHECK(index.is_object(), FormatError, index_path, ": expected a JSON object, found ", json_excerpt(index));
+  return index;
+}
+
+std::map<std::string, std::string> index_metadata(const nlohmann::json& index, const std::string& index_path) {
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, value] : json_field(index, "metadata", index_path).items()) {
+    WEFT_CHECK(value.is_string(), FormatError, index_path, ": metadata \"", key, "\" must be a string");
+    metadata[key] = value.get<std::string>();
+  }
+  return metadata;
+}
+
+Shape entry_shape(const nlohmann::json& entry, const std::string& where) {
+  const nlohmann::json& shape_json = json_field(entry, "shape", where);
+  WEFT_CHECK(shape_json.is_array(), FormatError, where, ": \"shape\" must be an array");
+  Shape shape;
+  for (size_t d = 0; d < shape_json.size(); ++d) shape.push_back(element_integer(shape_json, d, where, 0, int64_t{1} << 40));
+  return shape;
+}
+
+const nlohmann::json& index_tensors(const nlohmann::json& index, const std::string& index_path) {
+  const nlohmann::json& tensors = json_field(index, "tensors", index_path);
+  WEFT_CHECK(tensors.is_object(), FormatError, index_path, ": \"tensors\" must be an object");
+  return tensors;
+}
+
+}  // namespace
+
+std::string shard_file(const std::string& dir, int64_t rank, int64_t ranks) {
+  char name[64];
+  std::snprintf(name, sizeof name, "shard-%05lld-of-%05lld.safetensors", static_cast<long long>(rank),
+                static_cast<long long>(ranks));
+  return (fs::path(dir) / name).string();
+}
+
+bool is_sharded_checkpoint(const std::string& dir) {
+  std::error_code error;
+  return fs::exists(fs::path(dir) / kShardIndex, error);
+}
+
+void write_shard_index(const std::string& dir, int64_t ranks, int64_t step, const std::string& id,
+                       const std::map<std::string, std::string>& metadata, const nlohmann::json& tensors) {
+  const nlohmann::json index = {{"ranks", ranks}, {"step", step}, {"id", id}, {"metadata", metadata}, {"tensors", tensors}};
+  const std::string text = index.dump(1) + "\n";
+  write_file_atomic((fs::path(dir) / kShardIndex).string(),
+                    [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+}
+
+SafetensorsHeader sharded_header(const std::string& dir) {
+  const std::string index_path = (fs::path(dir) / kShardIndex).string();
+  const nlohmann::json index = read_index(index_path);
+  SafetensorsHeader header;
+  header.metadata = index_metadata(index, index_path);
+  for (const auto& [name, entry] : index_tensors(index, index_path).items()) {
+    const std::string where = str(index_path, ": ", name);
+    header.tensors.push_back({.name = name, .dtype = dtype_from_name(json_string(entry, "dtype", where)),
+                              .shape = entry_shape(entry, where)});
+  }
+  return header;
+}
+
+MergedShards merge_shards(const std::string& files) {
+  const std::string index_path = (fs::path(files) / kShardIndex).string();
+  const nlohmann::json index = read_index(index_path);
+  const int64_t ranks = json_integer(index, "ranks", index_path, 1, 1 << 20);
+  const std::string id = json_string(index, "id", index_path);
+  MergedShards out;
+  out.step = json_integer(index, "step", index_path, 0);
+  out.metadata = index_metadata(index, index_path);
+  std::vector<std::map<std::string, Tensor>> shards;
+  for (int64_t r = 0; r < ranks; ++r) {
+    const std::string path = shard_file(files, r, ranks);
+    WEFT_CHECK(fs::exists(path), IOError, "checkpoint ", files, " is missing the shard of rank ", r, " of ", ranks,
+               ": ", path, " does not exist");
+    SafetensorsFile file = load_safetensors(path);
+    auto it = file.metadata.find(kShardCheckpointId);
+    WEFT_CHECK(it != file.metadata.end() && it->second == id, FormatError, path, " belongs to another checkpoint ",
+               "than ", index_path, " (", kShardCheckpointId, " '", it == file.metadata.end() ? "" : it->second,
+               "', the index says '", id, "'): shards of two saves were mixed");
+    shards.emplace_back(file.tensors.begin(), file.tensors.end());
+  }
+  for (const auto& [name, entry] : index_tensors(index, index_path).items()) {
+    const std::string where = str(index_path, ": ", name);
+    const Shape shape = entry_shape(entry, where);
+    const int64_t numel = weft::numel(shape);
+    const nlohmann::json& runs = json_field(entry, "runs", where);
+    WEFT_CHECK(runs.is_array() && !runs.empty(), FormatError, where, ": \"runs\" must be a non-empty array");
+    // The tensor `key` (NAME or a companion) put together from the runs.
+    auto assemble = [&](const std::string& key) {
+      Tensor whole;
+      int64_t covered = 0;
+      for (const nlohmann::json& run : runs) {
+        WEFT_CHECK(run.is_array() && run.size() == 3, FormatError, where, ": a run is [rank, first element, length]");
+        const int64_t r = element_integer(run, 0, where, 0, ranks - 1);
+        const int64_t begin = element_integer(run, 1, where, 0, numel), length = element_integer(run, 2, where, 1, numel - begin);
+        auto it = shards[static_cast<size_t>(r)].find(key);
+        WEFT_CHECK(it != shards[static_cast<size_t>(r)].end(), FormatError, shard_file(files, r, ranks), " has no '",
+                   key, "', which ", kShardIndex, " puts there");
+        WEFT_CHECK(it->second.numel() == length, FormatError, shard_file(files, r, ranks), ": '", key, "' holds ",
+                   it->second.numel(), " elements, the index says ", length);
+        if (!whole.defined()) whole = Tensor::zeros({numel}, it->second.dtype());
+        whole.narrow(0, begin, length).copy_(it->second.reshape({length}));
+        covered += length;
+      }
+      WEFT_CHECK(covered == numel, FormatError, where, ": the runs hold ", covered, " of its ", numel, " elements");
+      return whole.reshape(shape);
+    };
+    out.tensors.emplace_back(name, assemble(name));
+    const std::map<std::string, Tensor>& first = shards[static_cast<size_t>(element_integer(runs[0], 0, where, 0, ranks - 1))];
+    for (auto it = first.lower_bound(name + "."); it != first.end() && it->first.starts_with(name + "."); ++it) {
+      const std::string field = it->first.substr(name.size() + 1);
+      if (field.find('.') != std::string::npos) continue;  // another tensor's name, which this one prefixes
+      out.companions[it->first] = it->second.dim() == 0 ? it->second : assemble(it->first);
+    }
+  }
+  return out;
+}
+
+}  // namespace weft::io
