@@ -185,7 +185,8 @@ std::map<std::string, std::string> bits(const std::vector<std::pair<std::string,
 
 // A ZeRO checkpoint is one shard per rank and resumes on any number of ranks. Saved by 2 ranks
 // under ZeRO-3 and resumed without taking a step by 1 rank, 1 -> 2 (ZeRO-2), and on 4 ranks 2 -> 4
-// (ZeRO-1) -> 2 (ZeRO-3), every checkpoint holds the same parameters, bit for bit.
+// (ZeRO-1) -> 2 (ZeRO-3), every checkpoint holds the same parameters, bit for bit, and two steps on
+// from the last give the bits of four steps without a stop.
 TEST(ZeroCheckpoint, ResumesOnAnyNumberOfRanksWithTheSameBits) {
   const int rank = group().rank(), size = group().size();
   const std::unique_ptr<ProcessGroup> one = group().split(rank, 0), two = group().split(rank / 2, rank);
@@ -194,13 +195,16 @@ TEST(ZeroCheckpoint, ResumesOnAnyNumberOfRanksWithTheSameBits) {
   o.precision = amp::Precision::bf16;
   o.master_weights = true;
   o.threads = 1;
-  auto run = [&](ProcessGroup& g, const char* parallel, const std::string& out, const std::string& resume) {
+  o.schedule = "constant";  // the same rate whatever the planned steps, so that runs of 2 and 4 steps agree
+  auto run = [&](ProcessGroup& g, const char* parallel, const std::string& out, const std::string& resume,
+                 int64_t steps = 2) {
     train::TrainOptions r = o;
+    r.steps = steps;
     r.parallel = parallel;
     r.out_dir = out;
     r.resume_dir = resume;
     std::ostringstream log;
-    EXPECT_EQ(train::train(r, log, false, g).steps, 2) << out << ": " << log.str();
+    EXPECT_EQ(train::train(r, log, false, g).steps, steps) << out << ": " << log.str();
   };
   run(*two, "zero3", pair + "/a2", "");
   if (rank % 2 == 0) run(*one, "", pair + "/b1", pair + "/a2");
@@ -212,8 +216,15 @@ TEST(ZeroCheckpoint, ResumesOnAnyNumberOfRanksWithTheSameBits) {
     run(*two, "zero3", pair + "/e2", base + "_0/d4");
     sharded.insert(sharded.end(), {base + "_0/d4", pair + "/e2"});
   }
+  // And training on from the resharded checkpoint takes the steps of a run never interrupted.
+  run(*two, "zero3", pair + "/f4", sharded.back(), 4);
+  run(*two, "zero3", pair + "/g4", "", 4);
   group().barrier();
   if (rank % 2 == 0) {
+    train::consolidate_checkpoint(pair + "/f4", pair + "/f4.safetensors");
+    train::consolidate_checkpoint(pair + "/g4", pair + "/g4.safetensors");
+    EXPECT_TRUE(bits(io::load_safetensors(pair + "/f4.safetensors").tensors) ==
+                bits(io::load_safetensors(pair + "/g4.safetensors").tensors)) << "on " << size << " ranks";
     const auto single = bits(io::load_safetensors(pair + "/b1/model.safetensors").tensors);
     EXPECT_EQ(single.size(), 28u);
     for (const std::string& dir : sharded) {
