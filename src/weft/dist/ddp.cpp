@@ -125,4 +125,15 @@ void DistributedDataParallel::finish_backward() {
   }
 }
 
+void DistributedDataParallel::abandon_pass() {
+  if (!synchronising_) prepare_backward(true);
+  finish_backward();
+}
+
+bool DistributedDataParallel::on_any_rank(bool flag) {
+  Tensor any = Tensor::scalar(flag ? 1 : 0, DType::f32);
+  group_.all_reduce(any, ReduceOp::max);
+  return any.item() > 0;
+}
+
 }  // namespace weft::dist

@@ -39,6 +39,12 @@ class GradientSync {
   virtual void prepare_backward(bool last_micro_batch) = 0;
   // After that backward: the gradients the optimizer reads are the average over ranks.
   virtual void finish_backward() = 0;
+  // This rank's pass failed before its synchronised backward finished (out of memory): issues the
+  // step's remaining collectives with zeros for what this rank lacks, so that the other ranks are
+  // not left waiting, and waits for them. The gradients are to be dropped.
+  virtual void abandon_pass() = 0;
+  // Whether `flag` holds on any rank (collective): how the ranks agree to redo a step.
+  virtual bool on_any_rank(bool flag) = 0;
 };
 
 // The parameters' indices cut into buckets of at most `bucket_bytes`, in reverse order (about the
@@ -61,6 +67,8 @@ class DistributedDataParallel : public GradientSync {
 
   void prepare_backward(bool last_micro_batch) override;
   void finish_backward() override;
+  void abandon_pass() override;
+  bool on_any_rank(bool flag) override;
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
   // Buckets whose all-reduce was issued during the last backward, before finish_backward().

@@ -278,6 +278,19 @@ void ZeroDataParallel::finish_backward() {
   }
 }
 
+void ZeroDataParallel::abandon_pass() {
+  WEFT_CHECK(options_.stage == 1, ValueError, "ZeRO-", options_.stage,
+             ": a pass that failed on one rank cannot be abandoned (--auto-batch works with ddp and zero1)");
+  if (!armed_) prepare_backward(true);
+  finish_backward();
+}
+
+bool ZeroDataParallel::on_any_rank(bool flag) {
+  Tensor any = Tensor::scalar(flag ? 1 : 0, DType::f32);
+  group_.all_reduce(any, ReduceOp::max);
+  return any.item() > 0;
+}
+
 void ZeroDataParallel::finish_step() {
   if (options_.stage == 3) return;
   NoGradGuard no_grad;

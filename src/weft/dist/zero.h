@@ -85,6 +85,11 @@ class ZeroDataParallel : public GradientSync {
 
   void prepare_backward(bool last_micro_batch) override;
   void finish_backward() override;
+  // Stage 1 only (stages 2 and 3 reduce every micro-batch, and stage 3 gathers in forward, so a
+  // failed pass would have all of those to replay): ValueError for the others, which weft train
+  // refuses --auto-batch with.
+  void abandon_pass() override;
+  bool on_any_rank(bool flag) override;
   // After optimizer.step(): stages 1 and 2 all-gather the updated shards into every rank's
   // parameters; stage 3 has nothing to do (the shards are the parameters).
   void finish_step();

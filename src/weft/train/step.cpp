@@ -45,6 +45,8 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
   StepTally tally;
   const int64_t samples = batch.targets.size(0);
   const double predictions = static_cast<double>(batch.targets.numel());
+  bool synchronised = false;  // the last micro-batch's backward has been through `sync`
+  try {
   for (int64_t begin = 0; begin < samples; begin += micro_batch) {
     const int64_t length = std::min(micro_batch, samples - begin);
     Tensor targets = batch.targets.narrow(0, begin, length).reshape({-1});
@@ -66,9 +68,15 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
       if (sync) sync->prepare_backward(last);
       (scaler ? scaler->scale(loss) : loss).backward();
       if (sync) sync->finish_backward();
+      synchronised = last;
     }
     tally.loss_sum += loss_sum.item();
     if (tally_correct) tally.correct += count_correct(logits, targets);
+  }
+  } catch (const OutOfMemoryError&) {
+    // The other ranks wait in this step's collectives: finish them (with zeros) before giving up.
+    if (sync && !synchronised) sync->abandon_pass();
+    throw;
   }
   return tally;
 }
@@ -79,21 +87,34 @@ StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const 
                           optim::BackwardGradNorm* grad_norm, dist::GradientSync* sync) {
   for (;;) {
     optimizer.zero_grad();
+    std::optional<OutOfMemoryError> out_of_memory;
+    StepTally tally;
     try {
       // The parameters stay as the last optimizer step left them until the next: their copies
       // are current.
       AutocastCopies copies(optimizer.params(), optimizer.low_precision_copies());
-      return accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct, grad_norm, sync);
+      tally = accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct, grad_norm, sync);
     } catch (const OutOfMemoryError& e) {
-      // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
-      // batch, so the update, stays the same.
-      if (!auto_batch || micro_batch == 1) throw;
-      const int64_t samples = batch.targets.size(0);
-      micro_batch = (micro_batch + 1) / 2;
-      log << "auto-batch: step " << step + 1 << " ran out of memory (" << e.what() << "); redoing it as "
-          << (samples + micro_batch - 1) / micro_batch << " micro-batches of " << micro_batch << " (batch " << samples
-          << " unchanged)\n";
+      if (!auto_batch) throw;
+      out_of_memory = e;
     }
+    // Data parallel, the ranks redo the step together when any of them ran out of memory (the
+    // one that did has finished its collectives), so that they stay in step.
+    const bool redo = auto_batch && sync ? sync->on_any_rank(out_of_memory.has_value()) : out_of_memory.has_value();
+    if (!redo) return tally;
+    if (micro_batch == 1) {
+      if (out_of_memory) throw *out_of_memory;
+      throw OutOfMemoryError(str("auto-batch: another rank ran out of memory at a micro-batch of 1 in step ", step + 1),
+                             0);
+    }
+    // Nothing was updated yet: the step is redone from scratch in smaller pieces, and the
+    // batch, so the update, stays the same.
+    const int64_t samples = batch.targets.size(0);
+    micro_batch = (micro_batch + 1) / 2;
+    log << "auto-batch: step " << step + 1 << " ran out of memory "
+        << (out_of_memory ? str("(", out_of_memory->what(), ")") : std::string("on another rank")) << "; redoing it as "
+        << (samples + micro_batch - 1) / micro_batch << " micro-batches of " << micro_batch << " (batch " << samples
+        << " unchanged)\n";
   }
 }
 

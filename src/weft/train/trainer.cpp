@@ -324,9 +324,10 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   WEFT_CHECK(options.parallel.empty() || data_parallel, ValueError, "--parallel ", options.parallel,
              ": trains over the ranks of an MPI launch, and this is ",
              dist::launched_by_mpi() ? "a launch of one rank" : "a single process", "; run it under mpirun -np N");
-  WEFT_CHECK(!data_parallel || !options.auto_batch, ValueError,
-             "--auto-batch: not under data parallelism yet: an out-of-memory on one rank would leave the others waiting "
-             "in their all-reduce");
+  // An out-of-memory on one rank makes every rank redo the step at half the micro-batch; under
+  // ZeRO-2 and 3 the failed rank would have every micro-batch's collectives to replay.
+  WEFT_CHECK(zero_stage < 2 || !options.auto_batch, ValueError, "--auto-batch: not under --parallel ",
+             options.parallel, " yet (it works with ddp and zero1)");
   if (data_parallel) {
     // Every rank must run the same training: a rank started with other flags would take other
     // steps, or wait in a collective the others never issue. Each rank's options, hashed, are
