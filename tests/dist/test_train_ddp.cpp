@@ -148,6 +148,10 @@ TEST(TrainZeRO, EveryStageTakesDDPsStepsAndSavesWhatOneProcessWould) {
   const std::pair<const char*, train::TrainOptions> cases[] = {
       {"mlp", mlp}, {"gpt", gpt}, {"gpt_bf16", gpt_bf16}, {"gpt_master_weights", gpt_masters}};
   for (const auto& [name, options] : cases) {
+    // On 4 ranks (where only the order of the sums changes) the GPT in fp32 and with master
+    // weights; the sanitizer build's time goes on the 2-rank run's full set.
+    if (size > 2 && (options.model == "mlp" || (options.precision == amp::Precision::bf16 && !options.master_weights)))
+      continue;
     const std::string dir = shared_directory(name);
     std::ostringstream log;
     for (const char* mode : {"ddp", "zero1", "zero2", "zero3"}) {
