@@ -114,13 +114,9 @@ void DistributedDataParallel::finish_backward() {
     b.work.wait();
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       const Tensor& p = params_[b.params[slot]];
-      Tensor average = b.flat.narrow(0, b.offsets[slot], p.numel()).reshape(p.shape());
-      if (p.grad().defined()) {
-        Tensor grad = p.grad();
-        grad.copy_(average);
-      } else {
-        p.set_grad(average.clone());
-      }
+      // The gradient becomes a view of its bucket (PyTorch's gradient_as_bucket_view): no copy
+      // back, and no second copy of every gradient alive between the step and the next backward.
+      p.set_grad(b.flat.narrow(0, b.offsets[slot], p.numel()).view(p.shape()));
     }
   }
 }

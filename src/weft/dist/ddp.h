@@ -15,7 +15,8 @@
 // when a bucket's last gradient is in, its all-reduce (avg) is issued asynchronously, so it runs
 // on the group's thread while backward goes on. Buckets are issued in bucket order only, the same
 // on every rank, as a group's collectives must be: a bucket that is ready waits for the ones
-// before it. A parameter that got no gradient in this pass (on this rank) contributes zeros:
+// before it. After finish_backward each .grad is a view of its bucket, which the
+// next backward overwrites: drop the gradients (zero_grad) before it, as the trainer does. A parameter that got no gradient in this pass (on this rank) contributes zeros:
 // finish_backward() fills those in and issues what is left, so an unused parameter never stalls
 // its bucket, and its .grad becomes the average of what the other ranks had.
 //
