@@ -33,9 +33,7 @@ std::string percent(double fraction) {
 }
 
 void train(const train::TrainOptions& options, bool json) {
-  // mpirun hands the ranks' output through a pseudo-terminal, but interleaves it: plain lines there.
-  const bool interactive = monitor::stdout_is_terminal() && !dist::launched_by_mpi();
-  const train::TrainResult r = train::train(options, std::cout, interactive);
+  const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
   if (dist::world().rank != 0) return;  // under mpirun, rank 0 speaks for the run
   if (!r.evaluation_line.empty()) std::cout << r.evaluation_line << "\n";
   std::cout << "trained " << r.steps << " steps, " << r.items << " " << r.items_name << " this run: "
