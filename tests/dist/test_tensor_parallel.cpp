@@ -1,0 +1,98 @@
+// Tensor-parallel layers under mpirun (2 and 4 ranks): in f64, the split layers give the whole
+// layer's outputs, and the gradients of the input and of each rank's slice of the weights are the
+// whole layer's, sliced.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "weft/core/random.h"
+#include "weft/dist/tensor_parallel.h"
+#include "weft/ops/activation.h"
+#include "weft/ops/arith.h"
+#include "weft/ops/reduce.h"
+
+namespace weft::dist {
+namespace {
+
+ProcessGroup& group() { return ProcessGroup::world(); }
+
+double largest_difference(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+  return worst;
+}
+
+struct Wholes {
+  nn::Linear first{8, 12}, second{12, 8};
+};
+
+// Every rank builds the same layers and input (the same seeds).
+Tensor input() {
+  Generator gen(7);
+  return Tensor::randn({5, 8}, gen, DType::f64).requires_grad_();
+}
+
+// sum(y * weights): a loss whose gradient differs in every element.
+Tensor loss_of(const Tensor& y) {
+  Generator gen(9);
+  return sum(mul(y, Tensor::randn(y.shape(), gen, DType::f64)));
+}
+
+std::unique_ptr<Wholes> wholes() {
+  manual_seed(3);
+  auto w = std::make_unique<Wholes>();
+  w->first.to(DType::f64);
+  w->second.to(DType::f64);
+  return w;
+}
+
+TEST(TensorParallel, ColumnThenRowIsTheWholeMlpAndItsGradients) {
+  const int rank = group().rank(), size = group().size();
+  std::unique_ptr<Wholes> whole = wholes();
+  Tensor x = input();
+  Tensor y = whole->second(gelu(whole->first(x)));
+  loss_of(y).backward();
+
+  ColumnParallelLinear column(whole->first, group(), /*gather_output=*/false);
+  RowParallelLinear row(whole->second, group(), /*input_is_parallel=*/true);
+  Tensor x_tp = input();
+  Tensor y_tp = row(gelu(column(x_tp)));
+  EXPECT_LT(largest_difference(y_tp.detach(), y.detach()), 1e-12) << size << " ranks";
+  loss_of(y_tp).backward();
+  EXPECT_LT(largest_difference(x_tp.grad(), x.grad()), 1e-12);
+  const int64_t rows = 12 / size;
+  EXPECT_LT(largest_difference(column.weight.grad(), whole->first.weight.grad().narrow(0, rank * rows, rows)), 1e-12);
+  EXPECT_LT(largest_difference(column.bias.grad(), whole->first.bias.grad().narrow(0, rank * rows, rows)), 1e-12);
+  EXPECT_LT(largest_difference(row.weight.grad(), whole->second.weight.grad().narrow(1, rank * rows, rows)), 1e-12);
+  EXPECT_LT(largest_difference(row.bias.grad(), whole->second.bias.grad()), 1e-12);
+}
+
+TEST(TensorParallel, GatheredColumnsAndScatteredRowsAreTheWholeLayers) {
+  const int rank = group().rank(), size = group().size();
+  std::unique_ptr<Wholes> whole = wholes();
+  Tensor x = input();
+  loss_of(whole->second(whole->first(x))).backward();
+
+  ColumnParallelLinear column(whole->first, group(), /*gather_output=*/true);
+  RowParallelLinear row(whole->second, group(), /*input_is_parallel=*/false);
+  Tensor x_tp = input();
+  Tensor h = column(x_tp);
+  EXPECT_EQ(h.shape(), (Shape{5, 12}));
+  loss_of(row(h)).backward();
+  EXPECT_LT(largest_difference(x_tp.grad(), x.grad()), 1e-12) << size << " ranks";
+  const int64_t rows = 12 / size;
+  EXPECT_LT(largest_difference(column.weight.grad(), whole->first.weight.grad().narrow(0, rank * rows, rows)), 1e-12);
+  EXPECT_LT(largest_difference(row.weight.grad(), whole->second.weight.grad().narrow(1, rank * rows, rows)), 1e-12);
+}
+
+TEST(TensorParallel, SizesTheGroupDoesNotDivideAreRefused) {
+  if (group().size() == 1) GTEST_SKIP();
+  nn::Linear odd(7, 9);
+  EXPECT_THROW(ColumnParallelLinear(odd, group(), false), ValueError);
+  EXPECT_THROW(RowParallelLinear(odd, group(), true), ValueError);
+}
+
+}  // namespace
+}  // namespace weft::dist
