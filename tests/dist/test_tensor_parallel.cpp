@@ -1,6 +1,6 @@
 // Tensor-parallel layers under mpirun (2 and 4 ranks): in f64, the split layers give the whole
 // layer's outputs, and the gradients of the input and of each rank's slice of the weights are the
-// whole layer's, sliced.
+// whole layer's, sliced; so does the cross-entropy of logits split by vocabulary.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "weft/dist/tensor_parallel.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
 
 namespace weft::dist {
@@ -85,6 +86,25 @@ TEST(TensorParallel, GatheredColumnsAndScatteredRowsAreTheWholeLayers) {
   const int64_t rows = 12 / size;
   EXPECT_LT(largest_difference(column.weight.grad(), whole->first.weight.grad().narrow(0, rank * rows, rows)), 1e-12);
   EXPECT_LT(largest_difference(row.weight.grad(), whole->second.weight.grad().narrow(1, rank * rows, rows)), 1e-12);
+}
+
+// Each rank holds a slice of the vocabulary's logits; the loss and each slice's gradient are the
+// whole cross-entropy's.
+TEST(TensorParallel, VocabParallelCrossEntropyIsTheWholeOnes) {
+  const int rank = group().rank(), size = group().size();
+  Generator gen(11);
+  const Tensor whole = Tensor::randn({6, 12}, gen, DType::f64).requires_grad_();
+  const Tensor targets = Tensor::from_vector(std::vector<int64_t>{0, 11, 5, 6, 3, 9}, {6});
+  Tensor loss = cross_entropy(whole, targets);
+  loss.backward();
+  const int64_t width = 12 / size;
+  Tensor mine = Tensor::empty({6, width}, DType::f64).copy_(whole.detach().narrow(1, rank * width, width)).requires_grad_();
+  Tensor loss_tp = vocab_parallel_cross_entropy(mine, targets, group());
+  EXPECT_LT(std::abs(loss_tp.item() - loss.item()), 1e-12) << size << " ranks";
+  loss_tp.backward();
+  EXPECT_LT(largest_difference(mine.grad(), whole.grad().narrow(1, rank * width, width)), 1e-12);
+  EXPECT_THROW(vocab_parallel_cross_entropy(mine, Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 12}, {6}), group()),
+               IndexError);
 }
 
 TEST(TensorParallel, SizesTheGroupDoesNotDivideAreRefused) {

@@ -1,5 +1,8 @@
 #include "weft/dist/tensor_parallel.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "weft/autograd/grad_mode.h"
 #include "weft/autograd/node.h"
 #include "weft/ops/arith.h"
@@ -80,6 +83,50 @@ Tensor gather_from_parallel_region(const Tensor& x, ProcessGroup& group) {
   Tensor out = all_gather_last(x, group);
   autograd::record("gather_from_parallel_region", {x}, {out},
                    [&group](const Grads& g) { return Grads{own_slice_last(g[0], group)}; });
+  return out;
+}
+
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, ProcessGroup& group) {
+  WEFT_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0), ShapeError,
+             "vocab_parallel_cross_entropy: expected logits [rows, vocab / ranks] and targets [rows], got ",
+             shape_str(logits.shape()), " and ", shape_str(targets.shape()));
+  WEFT_CHECK(targets.dtype() == DType::i64, DTypeError, "vocab_parallel_cross_entropy: targets must be i64, got ",
+             dtype_name(targets.dtype()));
+  WEFT_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::f64, DTypeError,
+             "vocab_parallel_cross_entropy: logits must be f32 or f64, got ", dtype_name(logits.dtype()));
+  const int64_t rows = logits.size(0), width = logits.size(1), start = group.rank() * width;
+  const int64_t vocab = width * group.size();
+  const std::vector<double> x = logits.to_vector<double>();
+  const std::vector<int64_t> t = targets.contiguous().to_vector<int64_t>();
+  for (int64_t i = 0; i < rows; ++i)
+    WEFT_CHECK(t[i] >= 0 && t[i] < vocab, IndexError, "vocab_parallel_cross_entropy: target ", t[i], " of row ", i,
+               " is outside the vocabulary of ", vocab);
+  Tensor maxes = Tensor::empty({rows}, DType::f64), sums = Tensor::zeros({rows}, DType::f64);
+  Tensor picked = Tensor::zeros({rows}, DType::f64);
+  double* m = maxes.data<double>();
+  for (int64_t i = 0; i < rows; ++i) m[i] = *std::max_element(x.begin() + i * width, x.begin() + (i + 1) * width);
+  group.all_reduce(maxes, ReduceOp::max);
+  double *s = sums.data<double>(), *p = picked.data<double>();
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < width; ++j) s[i] += std::exp(x[i * width + j] - m[i]);
+    if (t[i] >= start && t[i] < start + width) p[i] = x[i * width + t[i] - start];
+  }
+  group.all_reduce(sums, ReduceOp::sum);
+  group.all_reduce(picked, ReduceOp::sum);
+  double loss = 0;
+  for (int64_t i = 0; i < rows; ++i) loss += std::log(s[i]) + m[i] - p[i];
+  Tensor out = Tensor::scalar(loss / static_cast<double>(rows), logits.dtype());
+  autograd::record("vocab_parallel_cross_entropy", {logits}, {out},
+                   [x, t, maxes, sums, rows, width, start, dtype = logits.dtype()](const Grads& g) {
+                     const double factor = g[0].item() / static_cast<double>(rows);
+                     const double *m = maxes.data<double>(), *s = sums.data<double>();
+                     std::vector<double> grad(x.size());
+                     for (int64_t i = 0; i < rows; ++i)
+                       for (int64_t j = 0; j < width; ++j)
+                         grad[i * width + j] =
+                             (std::exp(x[i * width + j] - m[i]) / s[i] - (t[i] == start + j ? 1.0 : 0.0)) * factor;
+                     return Grads{Tensor::from_vector(grad, {rows, width}, dtype)};
+                   });
   return out;
 }
 

@@ -16,6 +16,8 @@
 // the partial outputs are summed (reduce_from), and the bias is added once, after. Column then Row
 // is a transformer MLP with one all-reduce in the forward and one in the backward.
 //
+// The output projection's vocabulary split the same way feeds vocab_parallel_cross_entropy.
+//
 // Both are built from the whole layer (every rank builds the same one: the same seed) and take the
 // rank's slice of its weight and bias, so a split model starts where the whole one does. Sizes the
 // group does not divide → ValueError.
@@ -30,6 +32,13 @@ Tensor copy_to_parallel_region(const Tensor& x, ProcessGroup& group);
 Tensor reduce_from_parallel_region(const Tensor& x, ProcessGroup& group);
 Tensor scatter_to_parallel_region(const Tensor& x, ProcessGroup& group);
 Tensor gather_from_parallel_region(const Tensor& x, ProcessGroup& group);
+
+// Cross-entropy, the mean over rows, of logits split by vocabulary: the rank holds logits
+// [rows, V / N] for the ids [rank V / N, (rank + 1) V / N), and the targets [rows] (i64, ids in
+// [0, V)) whole. No rank ever holds a row's full logits: the row's max, its sum of exponentials and
+// its target's logit are each one all-reduce of `rows` values. Every rank gets the same loss; the
+// gradient is the rank's slice of (softmax - one-hot) / rows. f32 or f64, computed in f64.
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, ProcessGroup& group);
 
 class ColumnParallelLinear : public nn::Module {
  public:
