@@ -3,8 +3,11 @@
 # veth pair, so that MPI (its TCP transport, and its launcher's out-of-band channel) crosses a real
 # network link. mpirun runs in the first namespace; it starts the second "host" through an rsh
 # agent that enters the second namespace where ssh would log in. The two ranks train the MLP to the
-# parameters one process reaches at their whole batch. Where namespaces cannot be made (not root,
-# no iproute2), the same run goes over loopback with --mca btl tcp,self, and the output says which.
+# parameters one process reaches at their whole batch; the test also checks that each rank ran in
+# its own namespace and that their traffic crossed the veth. Where namespaces cannot be made (not
+# root, no iproute2), the same run goes over loopback with --mca btl tcp,self, and the output says
+# which. mpirun's --timeout ends a hung launch while this script still lives to remove the
+# namespaces (ctest's timeout would kill it first).
 #
 #   two_hosts.sh WEFT MPIRUN WORKDIR
 set -eu
@@ -12,11 +15,12 @@ weft=$1 mpirun=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work"
 mkdir -p "$work"
-train="train --model mlp --steps 6 --batch-size 64 --eval-every 0 --optimizer momentum --lr 0.05 --threads 1"
-env -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK -u PMI_SIZE "$weft" $train --out "$work/single" >"$work/single.log"
+train=(train --model mlp --steps 6 --batch-size 64 --eval-every 0 --optimizer momentum --lr 0.05 --threads 1)
+env -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK -u PMI_SIZE "$weft" "${train[@]}" --out "$work/single" >"$work/single.log"
 
 first=weft$$a second=weft$$b
 cleanup() {
+  ip link del "$first" 2>/dev/null || true
   ip netns del "$first" 2>/dev/null || true
   ip netns del "$second" 2>/dev/null || true
 }
@@ -31,12 +35,22 @@ if ip netns add "$first" 2>/dev/null && ip netns add "$second" &&
   # Called as ssh would be: the host, then the command line to run there.
   printf '#!/bin/sh\nshift\nexec ip netns exec %s sh -c "$*"\n' "$second" >"$work/agent"
   chmod +x "$work/agent"
-  ip netns exec "$first" "$mpirun" --hostfile "$work/hosts" -np 2 --bind-to none --mca plm_rsh_agent "$work/agent" \
+  # Each rank records the namespace it runs in, so that two ranks landing in one fail the test.
+  ip netns exec "$first" "$mpirun" --hostfile "$work/hosts" -np 2 --bind-to none --timeout 60 \
+    --mca plm_rsh_agent "$work/agent" \
     --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-    "$weft" $train --out "$work/ranks" >"$work/ranks.log"
-  echo "ran: two network namespaces, 10.77.0.1 and 10.77.0.2 on a veth pair, MPI over TCP between them"
+    sh -c 'ip netns identify >"$0/netns.$OMPI_COMM_WORLD_RANK" && exec "$@"' "$work" \
+    "$weft" "${train[@]}" --out "$work/ranks" >"$work/ranks.log"
+  placed="$(cat "$work/netns.0") $(cat "$work/netns.1")"
+  [ "$placed" = "$first $second" ] || { echo "ranks 0 and 1 ran in namespaces '$placed', not '$first $second'"; exit 1; }
+  # The start's broadcast alone sends rank 1 the whole model: less than that across the link means
+  # MPI found another way.
+  crossed=$(ip netns exec "$second" cat "/sys/class/net/$second/statistics/rx_bytes")
+  model=$(stat -L -c %s "$work/ranks/model.safetensors")
+  [ "$crossed" -ge "$model" ] || { echo "only $crossed bytes reached rank 1 over the veth, less than the $model of the model"; exit 1; }
+  echo "ran: two network namespaces, 10.77.0.1 and 10.77.0.2 on a veth pair, MPI over TCP between them ($crossed bytes to rank 1)"
 else
-  "$mpirun" -np 2 --bind-to none --mca btl tcp,self "$weft" $train --out "$work/ranks" >"$work/ranks.log"
+  "$mpirun" -np 2 --bind-to none --timeout 60 --mca btl tcp,self "$weft" "${train[@]}" --out "$work/ranks" >"$work/ranks.log"
   echo "ran: one host over loopback with --mca btl tcp,self (network namespaces could not be made here)"
 fi
 grep -q "on 2 ranks" "$work/ranks.log" || { echo "the launch did not train on 2 ranks:"; cat "$work/ranks.log"; exit 1; }
