@@ -126,10 +126,6 @@ void DistributedDataParallel::abandon_pass() {
   finish_backward();
 }
 
-bool DistributedDataParallel::on_any_rank(bool flag) {
-  Tensor any = Tensor::scalar(flag ? 1 : 0, DType::f32);
-  group_.all_reduce(any, ReduceOp::max);
-  return any.item() > 0;
-}
+bool DistributedDataParallel::on_any_rank(bool flag) { return group_.any(flag); }
 
 }  // namespace weft::dist

@@ -256,6 +256,12 @@ void ProcessGroup::all_gather(const Tensor& input, Tensor& output) {
 }
 void ProcessGroup::broadcast(Tensor& t, int root) { blocking([&] { return broadcast_async(t, root); }); }
 void ProcessGroup::barrier() { blocking([&] { return barrier_async(); }); }
+
+bool ProcessGroup::any(bool flag) {
+  Tensor any = Tensor::scalar(flag ? 1 : 0, DType::f32);
+  all_reduce(any, ReduceOp::max);
+  return any.item() > 0;
+}
 void ProcessGroup::send(const Tensor& t, int to, int tag) { blocking([&] { return send_async(t, to, tag); }); }
 void ProcessGroup::recv(Tensor& t, int from, int tag) { blocking([&] { return recv_async(t, from, tag); }); }
 

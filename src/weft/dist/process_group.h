@@ -114,6 +114,9 @@ class ProcessGroup {
   Work broadcast_async(Tensor& t, int root);
   void barrier();
   Work barrier_async();
+  // Whether `flag` holds on any rank of the group (one small all-reduce): how ranks agree to redo
+  // a step or to fail a save together.
+  bool any(bool flag);
   void send(const Tensor& t, int to, int tag = 0);
   Work send_async(const Tensor& t, int to, int tag = 0);
   void recv(Tensor& t, int from, int tag = 0);

@@ -285,11 +285,7 @@ void ZeroDataParallel::abandon_pass() {
   finish_backward();
 }
 
-bool ZeroDataParallel::on_any_rank(bool flag) {
-  Tensor any = Tensor::scalar(flag ? 1 : 0, DType::f32);
-  group_.all_reduce(any, ReduceOp::max);
-  return any.item() > 0;
-}
+bool ZeroDataParallel::on_any_rank(bool flag) { return group_.any(flag); }
 
 void ZeroDataParallel::finish_step() {
   if (options_.stage == 3) return;

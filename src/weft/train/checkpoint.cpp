@@ -118,13 +118,6 @@ std::map<std::string, std::string> model_file_metadata(const std::map<std::strin
   return metadata;
 }
 
-// Whether every rank of `group` succeeded; a rank that failed brings the others along.
-bool all_succeeded(dist::ProcessGroup& group, bool succeeded) {
-  Tensor failed = Tensor::scalar(succeeded ? 0 : 1, DType::f32);
-  group.all_reduce(failed, dist::ReduceOp::max);
-  return failed.item() == 0;
-}
-
 }  // namespace
 
 OptimizerStateIO optimizer_state_io(const nn::Module& model, optim::Optimizer& optimizer) {
@@ -217,7 +210,7 @@ void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, 
   const int rank = group.rank(), ranks = group.size();
   std::string error;  // this rank's failure
   auto agree = [&] {
-    if (!all_succeeded(group, error.empty()))
+    if (group.any(!error.empty()))
       throw IOError(error.empty() ? str("saving the checkpoint in ", dir, " failed on another rank; the previous "
                                         "checkpoint stays current")
                                   : error);
