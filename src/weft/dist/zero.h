@@ -121,7 +121,6 @@ class ZeroDataParallel : public GradientSync {
   void gather_parameters();
   void release_parameters();
 
-  int stage() const { return options_.stage; }
   int rank() const { return group_.rank(); }
   int ranks() const { return group_.size(); }
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
