@@ -63,7 +63,7 @@ Figures measure_cnn(const Mode& mode, const data::Batch& batch) {
   optim::AdamW optimizer(model->parameters());
   const int64_t micro_batch = batch.targets.numel() / mode.grad_accum;
   return measure(optimizer, 40, [&] {
-    train::accumulate_gradients(*model, batch, micro_batch, mode.low_precision, nullptr);
+    train::accumulate_gradients(*model, train::summed_cross_entropy, batch, micro_batch, mode.low_precision, nullptr);
   });
 }
 

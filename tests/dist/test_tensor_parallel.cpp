@@ -1,6 +1,7 @@
 // Tensor-parallel layers under mpirun (2 and 4 ranks): in f64, the split layers give the whole
 // layer's outputs, and the gradients of the input and of each rank's slice of the weights are the
-// whole layer's, sliced; so does the cross-entropy of logits split by vocabulary.
+// whole layer's, sliced; so does the cross-entropy of logits split by vocabulary, and so does a
+// whole GPT made tensor parallel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,6 +106,77 @@ TEST(TensorParallel, VocabParallelCrossEntropyIsTheWholeOnes) {
   EXPECT_LT(largest_difference(mine.grad(), whole.grad().narrow(1, rank * width, width)), 1e-12);
   EXPECT_THROW(vocab_parallel_cross_entropy(mine, Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 12}, {6}), group()),
                IndexError);
+}
+
+// A GPT in f64, the same on every rank.
+std::shared_ptr<nn::GPT> small_gpt(const nn::GPTConfig& config) {
+  manual_seed(5);
+  auto model = std::make_shared<nn::GPT>(config);
+  model->to(DType::f64);
+  return model;
+}
+
+const nn::GPTConfig kGpt{.layers = 2, .heads = 4, .dim = 16, .context = 8, .vocab = 20};
+
+Tensor gpt_tokens() {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 2 * 7; ++i) ids.push_back((i * 7 + 3) % kGpt.vocab);
+  return Tensor::from_vector(ids, {2, 7});
+}
+
+Tensor next_tokens() {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 2 * 7; ++i) ids.push_back((i * 5 + 1) % kGpt.vocab);
+  return Tensor::from_vector(ids, {14});
+}
+
+// Heads and the fused q/k/v rows split, the MLP column then row, the embedding and its tied output
+// projection by vocabulary: the rank's logits are its slice of the whole model's, the loss is the
+// whole one, and every parameter's gradient is the rank's slice of the whole one's (or the whole
+// one's, for the parameters every rank holds whole).
+TEST(TensorParallel, GptOutputsLossAndEveryGradientAreTheWholeModels) {
+  const int rank = group().rank(), size = group().size();
+  std::shared_ptr<nn::GPT> whole = small_gpt(kGpt);
+  const Tensor logits = (*whole)(gpt_tokens());
+  Tensor loss = cross_entropy(logits.view({14, kGpt.vocab}), next_tokens());
+  loss.backward();
+
+  std::shared_ptr<nn::GPT> split = small_gpt(kGpt);
+  const TensorParallelLayout layout = parallelize_gpt(*split, group());
+  EXPECT_EQ(layout.size(), 2 * 6 + 1u);
+  const int64_t width = kGpt.vocab / size;
+  const Tensor mine = (*split)(gpt_tokens());
+  ASSERT_EQ(mine.shape(), (Shape{2, 7, width}));
+  EXPECT_LT(largest_difference(mine.detach(), logits.detach().narrow(2, rank * width, width)), 1e-12) << size << " ranks";
+  Tensor loss_tp = vocab_parallel_cross_entropy(mine.view({14, width}), next_tokens(), group());
+  EXPECT_LT(std::abs(loss_tp.item() - loss.item()), 1e-12);
+  loss_tp.backward();
+
+  std::map<std::string, Tensor> whole_grads;
+  for (const auto& [name, p] : whole->named_parameters()) whole_grads[name] = p.grad();
+  const std::map<std::string, Tensor> expected = slice_state_dict(whole_grads, layout, rank, size);
+  size_t compared = 0;
+  for (const auto& [name, p] : split->named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_LT(largest_difference(p.grad(), expected.at(name)), 1e-12) << name << " on rank " << rank << " of " << size;
+    ++compared;
+  }
+  EXPECT_EQ(compared, whole_grads.size());
+  // The split model's weights are the whole model's, sliced the same way.
+  std::map<std::string, Tensor> whole_weights;
+  for (const auto& [name, p] : whole->named_parameters()) whole_weights[name] = p.detach();
+  const std::map<std::string, Tensor> sliced = slice_state_dict(whole_weights, layout, rank, size);
+  for (const auto& [name, p] : split->named_parameters()) EXPECT_EQ(p.to_vector<double>(), sliced.at(name).to_vector<double>()) << name;
+}
+
+TEST(TensorParallel, GptHeadsOrVocabularyTheGroupDoesNotDivideAreRefused) {
+  if (group().size() == 1) GTEST_SKIP();
+  nn::GPTConfig odd_heads = kGpt;
+  odd_heads.heads = 1;
+  EXPECT_THROW(parallelize_gpt(*small_gpt(odd_heads), group()), ValueError);
+  nn::GPTConfig odd_vocab = kGpt;
+  odd_vocab.vocab = 21;
+  EXPECT_THROW(parallelize_gpt(*small_gpt(odd_vocab), group()), ValueError);
 }
 
 TEST(TensorParallel, SizesTheGroupDoesNotDivideAreRefused) {

@@ -180,6 +180,63 @@ TEST(TrainZeRO, EveryStageTakesDDPsStepsAndSavesWhatOneProcessWould) {
   }
 }
 
+// Tensor parallel (--parallel tp), alone on 2 and 4 ranks and with 2 data-parallel replicas on 4,
+// takes one process's steps: the sharded checkpoint's runs (strided, for the split matrices) put
+// together are one process's model and optimizer state. A run saved at one tensor-parallel size
+// resumes at another and goes on as if never stopped.
+TEST(TrainTensorParallel, SplitLayersTakeOneProcesssStepsAndResumeAtAnySize) {
+  const int rank = group().rank(), size = group().size();
+  const std::unique_ptr<ProcessGroup> one = group().split(rank, 0);
+  const std::string dir = shared_directory("tp");
+  train::TrainOptions o = tiny_gpt(4);
+  o.text.heads = 4;
+  o.threads = 1;
+  o.schedule = "constant";  // the same rate whatever the planned steps, so that runs of 2 and 4 steps agree
+  o.clip_grad = 0.01;  // below the gradients' norm: every step is clipped by the norm over the split model
+  auto run = [&](ProcessGroup& g, int64_t tp, int64_t steps, const std::string& out, const std::string& resume) {
+    train::TrainOptions r = o;
+    r.parallel = tp > 1 ? "tp" : "";
+    r.tp = tp;
+    r.steps = steps;
+    r.out_dir = out;
+    r.resume_dir = resume;
+    std::ostringstream log;
+    EXPECT_EQ(train::train(r, log, false, g).steps, steps) << out << ": " << log.str();
+    return log.str();
+  };
+  if (rank == 0) run(*one, 1, 4, dir + "/single", "");
+  std::vector<std::pair<std::string, int64_t>> runs = {{"tp2", 2}};
+  if (size == 4) runs.insert(runs.end(), {{"tp4", 4}});
+  for (const auto& [name, tp] : runs) {
+    const std::string log = run(group(), tp, 4, str(dir, "/", name), "");
+    if (rank == 0) {
+      EXPECT_NE(log.find(str("tensor parallel over ", tp, " ranks")), std::string::npos) << log;
+      if (size / tp == 2) {
+        EXPECT_NE(log.find("ranks: tensor-parallel groups [0 1] [2 3]; data-parallel groups [0 2] [1 3]"), std::string::npos)
+            << log;
+      }
+    }
+  }
+  // Saved at tp 2 after 2 steps, resumed at tp = size (and on 4 ranks also at 1) for 2 more.
+  run(group(), 2, 2, dir + "/half", "");
+  run(group(), size, 4, dir + "/resumed", dir + "/half");
+  if (rank == 0) {
+    run(*one, 1, 4, dir + "/resumed_single", dir + "/half");
+    runs.push_back({"resumed", size});
+    const auto single_model = tensors_in(dir + "/single/model.safetensors");
+    const auto single_state = tensors_in(dir + "/single/optimizer.safetensors");
+    for (const auto& [name, tp] : runs) {
+      const io::MergedShards merged = io::merge_shards(io::current_checkpoint(str(dir, "/", name)));
+      EXPECT_LE(largest_difference(single_model, {merged.tensors.begin(), merged.tensors.end()}), 1e-5)
+          << name << " parameters on " << size << " ranks";
+      EXPECT_LE(largest_difference(single_state, merged.companions), 1e-5) << name << " optimizer state";
+    }
+    EXPECT_LE(largest_difference(dir + "/single/model.safetensors", dir + "/resumed_single/model.safetensors"), 1e-5);
+    std::filesystem::remove_all(dir);
+  }
+  group().barrier();
+}
+
 // A tensor dict's bits: name -> bytes.
 std::map<std::string, std::string> bits(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   std::map<std::string, std::string> out;

@@ -46,7 +46,7 @@ void train(const train::TrainOptions& options, bool json) {
   if (!options.out_dir.empty()) {
     const std::string& out = options.out_dir;
     const std::string use = options.is_image_task() ? "evaluate with weft eval" : "sample with weft generate";
-    if (options.parallel.starts_with("zero"))  // one shard per rank
+    if (options.parallel.starts_with("zero") || options.tensor_parallel())  // one shard per rank
       std::cout << "checkpoint: " << out << ", sharded (merge with weft ckpt consolidate " << out << " --out FILE, then "
                 << use << " --checkpoint FILE; resume with --resume " << out << " on any number of ranks)";
     else
@@ -145,9 +145,12 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
               "per parameter with Adam)");
   number_flag(t, "--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step");
   t->add_option("--parallel", o->parallel,
-                "ddp: data parallel over the ranks of mpirun (the default there); zero1, zero2, zero3: also shard the "
-                "optimizer states, then the gradients, then the parameters (ZeRO); --batch-size is the global batch")
-      ->check(one_of({"ddp", "zero1", "zero2", "zero3"}));
+                "ddp (or dp): data parallel over the ranks of mpirun (the default there); zero1, zero2, zero3: also shard "
+                "the optimizer states, then the gradients, then the parameters (ZeRO); tp (or dp,tp): the GPT's layers "
+                "split over groups of --tp ranks, data parallel across the groups; --batch-size is the global batch")
+      ->check(one_of({"ddp", "dp", "zero1", "zero2", "zero3", "tp", "dp,tp"}));
+  number_flag(t, "--tp", o->tp, "--parallel tp: ranks per tensor-parallel group (a divisor of the ranks, of --heads "
+                                "and of --vocab)");
   number_flag(t, "--bucket-mb", o->bucket_mb, "DDP: gradient bucket size in MiB");
   t->add_flag("--no-overlap{false}", o->ddp_overlap, "DDP: all-reduce the gradients after backward, not during it");
   number_flag(t, "--comm-timeout", o->comm_timeout,

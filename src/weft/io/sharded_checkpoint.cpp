@@ -118,17 +118,24 @@ MergedShards merge_shards(const std::string& files) {
       Tensor whole;
       int64_t covered = 0;
       for (const nlohmann::json& run : runs) {
-        WEFT_CHECK(run.is_array() && run.size() == 3, FormatError, where, ": a run is [rank, first element, length]");
+        WEFT_CHECK(run.is_array() && (run.size() == 3 || run.size() == 5), FormatError, where,
+                   ": a run is [rank, first element, length] or [rank, first element, length, count, stride]");
         const int64_t r = element_integer(run, 0, where, 0, ranks - 1);
         const int64_t begin = element_integer(run, 1, where, 0, numel), length = element_integer(run, 2, where, 1, numel - begin);
+        const int64_t count = run.size() == 5 ? element_integer(run, 3, where, 1, numel) : 1;
+        const int64_t stride = run.size() == 5 ? element_integer(run, 4, where, length, numel) : length;
+        WEFT_CHECK(count - 1 <= (numel - begin - length) / stride, FormatError, where, ": a run of ", count,
+                   " blocks every ", stride, " elements from ", begin, " overruns its ", numel, " elements");
         auto it = shards[static_cast<size_t>(r)].find(key);
         WEFT_CHECK(it != shards[static_cast<size_t>(r)].end(), FormatError, shard_file(files, r, ranks), " has no '",
                    key, "', which ", kShardIndex, " puts there");
-        WEFT_CHECK(it->second.numel() == length, FormatError, shard_file(files, r, ranks), ": '", key, "' holds ",
-                   it->second.numel(), " elements, the index says ", length);
+        WEFT_CHECK(it->second.numel() == count * length, FormatError, shard_file(files, r, ranks), ": '", key, "' holds ",
+                   it->second.numel(), " elements, the index says ", count * length);
         if (!whole.defined()) whole = Tensor::zeros({numel}, it->second.dtype());
-        whole.narrow(0, begin, length).copy_(it->second.reshape({length}));
-        covered += length;
+        const Tensor blocks = it->second.reshape({count * length});
+        for (int64_t i = 0; i < count; ++i)
+          whole.narrow(0, begin + i * stride, length).copy_(blocks.narrow(0, i * length, length));
+        covered += count * length;
       }
       WEFT_CHECK(covered == numel, FormatError, where, ": the runs hold ", covered, " of its ", numel, " elements");
       return whole.reshape(shape);

@@ -8,6 +8,11 @@
 //   shards.json                        {"ranks", "step", "id", "metadata", "tensors": {NAME:
 //                                      {"shape", "dtype", "runs": [[rank, first element, length]]}}}
 //
+// A run may also be strided, [rank, first element, length, count, stride]: `count` blocks of
+// `length` elements, each `stride` after the one before, held one after another in the rank's
+// "NAME" (a tensor-parallel rank's columns of a matrix: a block in every row). A rank holds at most
+// one run of a tensor.
+//
 // Every shard file carries the index's id in its metadata (weft.checkpoint), so shards of two
 // saves cannot be mixed unnoticed. io knows only files and tensors: which tensors a rank writes,
 // and when, is dist's and train's (train/checkpoint.h).

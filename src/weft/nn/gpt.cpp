@@ -60,7 +60,7 @@ Tensor GPT::forward(const Tensor& tokens) {
   Tensor token_embeddings = (*wte)(tokens);
   Tensor x = (*drop)(add(token_embeddings, (*wpe)(positions)));
   x = (*ln_f)((*h)(x));
-  return linear(x, wte->get_parameter("weight"), Tensor());
+  return wte->attend(x);
 }
 
 Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
@@ -87,7 +87,7 @@ Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
     return y;
   });
   cache.advance(T);
-  return linear((*ln_f)(x), wte->get_parameter("weight"), Tensor());
+  return wte->attend((*ln_f)(x));
 }
 
 Tensor GPT::operator()(const Tensor& tokens, KVCache& cache) {

@@ -21,9 +21,8 @@
 // Call it as model(tokens, cache): the hooks of GPT, h, each block and its children run as in the
 // uncached call (see nn/module.h; they see the tokens and activations, not the cache).
 //
-// The embeddings are held as plain Modules, built as Embedding, so tensor parallelism can put a
-// vocabulary-parallel embedding in wte's place (replace_module); the tied output projection reads
-// wte's parameter "weight" by name, whatever module holds it.
+// Tensor parallelism puts a vocabulary-parallel embedding in wte's place (replace_module): the
+// tied output projection is wte's attend, so it follows.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -76,7 +75,8 @@ class GPT : public Module {
   std::string extra_repr() const override;
 
   const GPTConfig config;
-  std::shared_ptr<Module> wte, wpe;  // Embedding(vocab, dim), Embedding(context, dim)
+  std::shared_ptr<Embedding> wte;  // Embedding(vocab, dim), also the output projection (attend)
+  std::shared_ptr<Module> wpe;     // Embedding(context, dim)
   std::shared_ptr<Dropout> drop;  // on the embeddings' sum, training only
   std::shared_ptr<Sequential> h;  // the TransformerBlocks
   std::shared_ptr<LayerNorm> ln_f;

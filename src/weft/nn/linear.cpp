@@ -37,9 +37,16 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
   reset_parameters();
 }
 
+Embedding::Embedding(const char* name, Tensor table)
+    : Module(name), num_embeddings(table.size(0)), embedding_dim(table.size(1)) {
+  weight = register_parameter("weight", std::move(table));
+}
+
 void Embedding::reset_parameters(Generator& gen) { init::normal_(weight, 0, 1, gen); }
 
 Tensor Embedding::forward(const Tensor& indices) { return embedding(indices, weight); }
+
+Tensor Embedding::attend(const Tensor& x) { return linear(x, weight, Tensor()); }
 
 std::string Embedding::extra_repr() const { return str(num_embeddings, ", ", embedding_dim); }
 

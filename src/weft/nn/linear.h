@@ -19,15 +19,23 @@ class Linear : public Module {
 };
 
 // indices (i64, any shape) -> indices.shape + [dim]; weight [num_embeddings, dim] ~ N(0, 1).
+// attend(x) = x W^T: x [..., dim] scored against every row, [..., num_embeddings] (Flax's name), a
+// language model's output projection tied to its token embedding. Tensor parallelism overrides
+// both with the vocabulary-parallel versions (dist/tensor_parallel.h).
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim);
   Tensor forward(const Tensor& indices) override;
+  virtual Tensor attend(const Tensor& x);
   void reset_parameters(Generator& gen = default_generator());
   std::string extra_repr() const override;
 
   const int64_t num_embeddings, embedding_dim;
   Tensor weight;
+
+ protected:
+  // `weight` [num_embeddings, dim] as it is, drawing nothing.
+  Embedding(const char* name, Tensor weight);
 };
 
 }  // namespace weft::nn

@@ -27,12 +27,15 @@ Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, int64_t layer
   WEFT_CHECK(x.defined() && x.dim() == 3 && x.size(2) == dim, ShapeError, "MultiheadAttention(", dim,
              "): expected x [B, T, ", dim, "], got ", x.defined() ? shape_str(x.shape()) : "undefined");
   const int64_t B = x.size(0), T = x.size(1), head_dim = dim / num_heads;
-  // [B, T, 3 * dim] -> q, k, v each [B, T, dim] -> [B, heads, T, head_dim] (views, no copies).
-  std::vector<Tensor> qkv = split((*c_attn)(x), dim, 2);
-  for (Tensor& t : qkv) t = t.view({B, T, num_heads, head_dim}).transpose(1, 2);
+  // [B, T, 3 * width] -> q, k, v each [B, T, width] -> [B, heads, T, head_dim] (views, no copies).
+  // width is dim, or under tensor parallelism this rank's heads' share of it.
+  Tensor fused = (*c_attn)(x);
+  const int64_t width = fused.size(2) / 3, heads = width / head_dim;
+  std::vector<Tensor> qkv = split(fused, width, 2);
+  for (Tensor& t : qkv) t = t.view({B, T, heads, head_dim}).transpose(1, 2);
   auto [k, v] = cache ? cache->append(layer, qkv[1], qkv[2]) : std::pair{qkv[1], qkv[2]};
   Tensor y = scaled_dot_product_attention(qkv[0], k, v, /*causal=*/true);
-  y = y.transpose(1, 2).reshape({B, T, dim});  // heads side by side again
+  y = y.transpose(1, 2).reshape({B, T, width});  // heads side by side again
   return (*resid_dropout)((*c_proj)(y));
 }
 

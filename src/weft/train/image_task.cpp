@@ -22,7 +22,7 @@ data::ImageDataset load_image_dataset(const std::string& dataset, const std::str
   return data;
 }
 
-EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size) {
+EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size, const LossFn& loss) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -34,7 +34,7 @@ EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int
     for (int64_t i = begin; i < std::min(begin + batch_size, data.size()); ++i) indices.push_back(i);
     data::Batch batch = data.get_batch(indices);
     Tensor logits = model(batch.inputs);
-    loss_sum += cross_entropy(logits, batch.targets, Reduction::sum).item();
+    loss_sum += loss(logits, batch.targets).item();
     correct += count_correct(logits, batch.targets);
   }
   model.train(was_training);
@@ -87,8 +87,8 @@ class ImageTask : public Task {
     return infer::classifier_metadata(dataset_);
   }
 
-  Evaluation evaluate(nn::Module& model, int64_t batch_size) const override {
-    EvalResult r = evaluate_classifier(model, test_, batch_size);
+  Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss) const override {
+    EvalResult r = evaluate_classifier(model, test_, batch_size, loss);
     char line[96];
     std::snprintf(line, sizeof line, "test accuracy %.2f%% (loss %.4g)", 100 * r.accuracy, r.loss);
     return {.loss = r.loss,

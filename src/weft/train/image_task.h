@@ -6,6 +6,7 @@
 
 #include "weft/data/dataset.h"
 #include "weft/nn/module.h"
+#include "weft/train/task.h"
 
 namespace weft::train {
 
@@ -17,6 +18,7 @@ struct EvalResult {
   double accuracy = 0, loss = 0;  // fraction correct; mean cross-entropy
   int64_t samples = 0;
 };
-EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size = 1000);
+EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size = 1000,
+                               const LossFn& loss = summed_cross_entropy);
 
 }  // namespace weft::train

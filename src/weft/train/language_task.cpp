@@ -85,7 +85,8 @@ double unigram_loss(const data::TokenShard& train, const data::TokenShard& val, 
 }
 
 // Mean cross-entropy (nats per token) over the first `max_windows` non-overlapping windows (0: all).
-double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t batch_size, int64_t max_windows) {
+double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t batch_size, int64_t max_windows,
+                       const LossFn& loss) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -97,8 +98,7 @@ double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t
     for (int64_t i = begin; i < std::min(begin + batch_size, windows); ++i) indices.push_back(i);
     data::Batch batch = val.get_batch(indices);
     Tensor logits = model(batch.inputs);
-    loss_sum += cross_entropy(logits.view({batch.targets.numel(), logits.size(-1)}), batch.targets.reshape({-1}),
-                              Reduction::sum).item();
+    loss_sum += loss(logits.view({batch.targets.numel(), logits.size(-1)}), batch.targets.reshape({-1})).item();
   }
   model.train(was_training);
   return loss_sum / static_cast<double>(windows * val.context());
@@ -189,8 +189,8 @@ class LanguageTask : public Task {
 
   // Nats per token; bits per byte spreads the loss in bits over the bytes the validation tokens
   // decode to, which makes tokenizers comparable (NaN for random tokens: they decode to nothing).
-  Evaluation evaluate(nn::Module& model, int64_t batch_size) const override {
-    const double loss = validation_loss(model, *val_, batch_size, eval_windows_);
+  Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss_fn) const override {
+    const double loss = validation_loss(model, *val_, batch_size, eval_windows_, loss_fn);
     const double bits_per_byte = loss * kBitsPerNat * tokens_per_byte_;
     Evaluation e{.loss = loss,
                  .scalars = {{"val/loss", loss}},

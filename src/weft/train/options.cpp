@@ -43,7 +43,17 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
              *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
   check_flag("--memory-limit", memory_limit, {.min = 0});
-  if (!parallel.empty()) check_choice("--parallel", parallel, {"ddp", "zero1", "zero2", "zero3"});
+  if (!parallel.empty()) check_choice("--parallel", parallel, {"ddp", "dp", "zero1", "zero2", "zero3", "tp", "dp,tp"});
+  check_flag("--tp", tp, {.min = 1, .max = 1 << 16});
+  const bool tp_asked = parallel.ends_with("tp");
+  WEFT_CHECK(tp_asked == (tp > 1), ValueError, tp_asked ? "--tp: --parallel " : "--parallel: --tp ",
+             tp_asked ? str(parallel, " needs the tensor-parallel size, --tp 2 or more") : str(tp, " needs --parallel tp"));
+  WEFT_CHECK(tp == 1 || model == "gpt", ValueError, "--parallel tp: splits the GPT's layers; --model ", model,
+             " has no tensor-parallel version");
+  WEFT_CHECK(tp == 1 || precision != amp::Precision::fp16, ValueError,
+             "--precision: fp16 is not trained under --parallel tp yet (its loss scaler's inf check would need every "
+             "rank's slice of the gradients); use bf16, which needs no loss scaling");
+  WEFT_CHECK(tp == 1 || !auto_batch, ValueError, "--auto-batch: not under --parallel tp yet");
   WEFT_CHECK(!parallel.starts_with("zero") || precision != amp::Precision::fp16, ValueError,
              "--precision: fp16 is not trained under --parallel ", parallel, " yet (its loss scaler's inf check "
              "would need every rank's gradient shard); use bf16, which needs no loss scaling");
@@ -81,13 +91,15 @@ void TrainOptions::validate() const {
   check_flag("--eval-windows", text.eval_windows, {.min = 0});
 }
 
+std::string TrainOptions::data_parallel() const { return parallel.starts_with("zero") ? parallel : "ddp"; }
+
 nlohmann::json TrainOptions::to_json() const {
   nlohmann::json j = {{"model", model}, {"steps", or_null(steps)}, {"epochs", or_null(epochs)},
                       {"time_limit", time_limit}, {"limit_train_batches", limit_train_batches},
                       {"batch_size", or_null(batch_size)}, {"optimizer", optim::optimizer_name(optimizer)}, {"lr", or_null(lr)},
                       {"weight_decay", or_null(weight_decay)}, {"schedule", schedule}, {"warmup", or_null(warmup)},
                       {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)},
-                      {"master_weights", master_weights}, {"parallel", parallel}, {"bucket_mb", bucket_mb},
+                      {"master_weights", master_weights}, {"parallel", parallel}, {"tp", tp}, {"bucket_mb", bucket_mb},
                       {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},

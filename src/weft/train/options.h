@@ -73,9 +73,12 @@ struct TrainOptions {
   // autocast over f32 parameters (4 + 4 + 8, and 2 for the bf16 copies the forward reads).
   bool master_weights = false;
   // Parallelism over the ranks of an MPI launch: "" (under mpirun with more than one rank: ddp),
-  // ddp, or zero1 | zero2 | zero3 (dist/zero.h). --batch-size is the global batch, each rank takes
-  // batch-size / ranks.
+  // ddp (or dp), zero1 | zero2 | zero3 (dist/zero.h), tp (tensor parallel over groups of `tp`
+  // ranks, dist/tensor_parallel.h), or "dp,tp". The ranks a tensor-parallel group does not take
+  // are data parallel: ranks / tp replicas. --batch-size is the global batch, each replica takes
+  // batch-size / replicas.
   std::string parallel;
+  int64_t tp = 1;  // --tp: ranks per tensor-parallel group
   int64_t bucket_mb = 25;  // DDP's and ZeRO-1/2's gradient buckets
   bool ddp_overlap = true;  // all-reduce buckets during backward (false: after it, to measure the overlap)
   double comm_timeout = 300;  // seconds a collective may wait before the watchdog reports and aborts; 0: never
@@ -106,6 +109,9 @@ struct TrainOptions {
   TextOptions text;
 
   bool is_image_task() const { return model == "mlp" || model == "cnn"; }
+  // --parallel's data-parallel part: ddp (also for dp, "" and a tp alone) or zero1 | zero2 | zero3.
+  std::string data_parallel() const;
+  bool tensor_parallel() const { return tp > 1; }
   // Every field against what its flag accepts: ValueError naming the first flag that is not. The
   // CLI calls it as soon as the flags are parsed, train() before it reads anything.
   void validate() const;

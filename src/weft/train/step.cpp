@@ -38,7 +38,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
   return correct;
 }
 
-StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
+StepTally accumulate_gradients(nn::Module& model, const LossFn& loss_fn, const data::Batch& batch, int64_t micro_batch,
                                std::optional<DType> low_precision, const amp::GradScaler* scaler,
                                bool tally_correct, optim::BackwardGradNorm* grad_norm,
                                dist::GradientSync* sync) {
@@ -57,7 +57,7 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
         AutocastGuard autocast(low_precision);
         Tensor output = model(batch.inputs.narrow(0, begin, length));
         logits = output.view({targets.numel(), output.size(-1)});
-        loss_sum = cross_entropy(logits, targets, Reduction::sum);
+        loss_sum = loss_fn(logits, targets);
       }
       loss = mul(loss_sum, 1.0 / predictions);
     }
@@ -81,7 +81,7 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
   return tally;
 }
 
-StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
+StepTally accumulate_step(nn::Module& model, const LossFn& loss, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
                           const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct,
                           optim::BackwardGradNorm* grad_norm, dist::GradientSync* sync) {
@@ -93,7 +93,7 @@ StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const 
       // The parameters stay as the last optimizer step left them until the next: their copies
       // are current.
       AutocastCopies copies(optimizer.params(), optimizer.low_precision_copies());
-      tally = accumulate_gradients(model, batch, micro_batch, low_precision, scaler, tally_correct, grad_norm, sync);
+      tally = accumulate_gradients(model, loss, batch, micro_batch, low_precision, scaler, tally_correct, grad_norm, sync);
     } catch (const OutOfMemoryError& e) {
       if (!auto_batch) throw;
       out_of_memory = e;

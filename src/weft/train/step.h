@@ -18,6 +18,7 @@
 #include "weft/nn/module.h"
 #include "weft/optim/clip.h"
 #include "weft/optim/optimizer.h"
+#include "weft/train/task.h"
 
 namespace weft::train {
 
@@ -43,8 +44,8 @@ struct StepTally {
 // model's vocabulary makes a visible part of the step, so it does not ask. `grad_norm`, when
 // given, is armed before the last micro-batch's backward, so that it reads the final gradients as
 // they become ready. `sync`, when given (DDP, ZeRO), is told before and after each backward, so that
-// the optimizer reads gradients averaged over the ranks.
-StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int64_t micro_batch,
+// the optimizer reads gradients averaged over the ranks. `loss` sums a micro-batch's cross-entropy.
+StepTally accumulate_gradients(nn::Module& model, const LossFn& loss, const data::Batch& batch, int64_t micro_batch,
                                std::optional<DType> low_precision, const amp::GradScaler* scaler,
                                bool tally_correct = true, optim::BackwardGradNorm* grad_norm = nullptr,
                                dist::GradientSync* sync = nullptr);
@@ -52,7 +53,7 @@ StepTally accumulate_gradients(nn::Module& model, const data::Batch& batch, int6
 // zero_grad and accumulate_gradients; with `auto_batch`, an OutOfMemoryError halves
 // `micro_batch` (said on `log`) and redoes the step from scratch, so the update stays the same.
 // Without it, or at a micro-batch of 1, the error propagates.
-StepTally accumulate_step(nn::Module& model, optim::Optimizer& optimizer, const data::Batch& batch,
+StepTally accumulate_step(nn::Module& model, const LossFn& loss, optim::Optimizer& optimizer, const data::Batch& batch,
                           int64_t& micro_batch, bool auto_batch, std::optional<DType> low_precision,
                           const amp::GradScaler* scaler, int64_t step, std::ostream& log, bool tally_correct = true,
                           optim::BackwardGradNorm* grad_norm = nullptr, dist::GradientSync* sync = nullptr);

@@ -13,6 +13,7 @@
 // function of seed and epoch, data::Sampler), so a run resumed at any step continues exactly.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,11 @@
 #include "weft/train/options.h"
 
 namespace weft::train {
+
+// The summed cross-entropy of outputs [N, C] against targets [N]: ops' cross_entropy, or under
+// tensor parallelism the vocabulary-parallel one, whose outputs are each rank's slice of the classes.
+using LossFn = std::function<Tensor(const Tensor& outputs, const Tensor& targets)>;
+Tensor summed_cross_entropy(const Tensor& outputs, const Tensor& targets);
 
 // What a task chooses when the user did not.
 struct TaskDefaults {
@@ -70,8 +76,9 @@ class Task {
   // classes, a visible part of the step for a vocabulary).
   virtual bool tallies_accuracy() const = 0;
 
-  // The held-out data, in batches of `batch_size` samples, under NoGradGuard and eval mode.
-  virtual Evaluation evaluate(nn::Module& model, int64_t batch_size) const = 0;
+  // The held-out data, in batches of `batch_size` samples, under NoGradGuard and eval mode, its
+  // loss measured with `loss` (the one training uses).
+  virtual Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss) const = 0;
 
   // What a reader needs besides the weights, kept in model.safetensors' metadata.
   virtual std::map<std::string, std::string> checkpoint_metadata() const { return {}; }

@@ -24,6 +24,7 @@
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
 #include "weft/dist/ddp.h"
+#include "weft/dist/tensor_parallel.h"
 #include "weft/dist/world.h"
 #include "weft/dist/zero.h"
 #include "weft/io/dir_lock.h"
@@ -32,6 +33,7 @@
 #include "weft/monitor/profiler.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/system.h"
+#include "weft/ops/loss.h"
 #include "weft/optim/adam.h"
 #include "weft/optim/clip.h"
 #include "weft/optim/schedule.h"
@@ -262,6 +264,10 @@ std::string fixed(double value, int decimals) {
 
 }  // namespace
 
+Tensor summed_cross_entropy(const Tensor& outputs, const Tensor& targets) {
+  return cross_entropy(outputs, targets, Reduction::sum);
+}
+
 std::unique_ptr<Task> make_task(const TrainOptions& o, std::ostream& log) {
   if (o.is_image_task()) return make_image_task(o, log);
   if (o.model == "gpt") return make_language_task(o, log);
@@ -311,6 +317,41 @@ CheckpointShard zero_shard(const dist::ZeroDataParallel& zero, const nn::Module&
   return shard;
 }
 
+// This rank's part of a sharded checkpoint under tensor parallelism: its slices of the split
+// parameters and of their optimizer state, strided runs of the whole (io/sharded_checkpoint.h), and
+// on the group's first rank the parameters every rank holds whole. Only the first replica's ranks
+// write (world ranks 0 .. tp - 1); the other replicas hold the same.
+CheckpointShard tensor_parallel_shard(const nn::Module& model, const OptimizerStateIO& optimizer,
+                                      const dist::TensorParallelLayout& layout, int tp_rank, int tp, bool writes) {
+  CheckpointShard shard{.tensors = {}, .layout = nlohmann::json::object()};
+  const std::map<std::string, Tensor> state = writes ? optimizer.save() : std::map<std::string, Tensor>{};
+  auto flat = [](const Tensor& t) { return t.dim() == 0 ? t.clone() : t.contiguous().reshape({t.numel()}).clone(); };
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto split = layout.find(name);
+    nlohmann::json runs = nlohmann::json::array();
+    if (split == layout.end()) {
+      runs.push_back({0, 0, p.numel()});
+    } else {
+      for (int r = 0; r < tp; ++r) {
+        const dist::Slice s = split->second.split.slice(split->second.whole, r, tp);
+        runs.push_back({r, s.begin, s.length, s.count, s.stride});
+      }
+    }
+    shard.layout[name] = {{"shape", split == layout.end() ? p.shape() : split->second.whole},
+                          {"dtype", dtype_name(p.dtype())}, {"runs", runs}};
+    if (!writes || (split == layout.end() && tp_rank != 0)) continue;
+    shard.tensors[name] = flat(p.detach());
+    for (auto it = state.lower_bound(name + "."); it != state.end() && it->first.starts_with(name + "."); ++it)
+      if (it->first.find('.', name.size() + 1) == std::string::npos) shard.tensors[it->first] = flat(it->second);
+  }
+  for (const auto& [name, buffer] : model.named_buffers()) {
+    if (writes && tp_rank == 0) shard.tensors[name] = flat(buffer);
+    shard.layout[name] = {{"shape", buffer.shape()}, {"dtype", dtype_name(buffer.dtype())},
+                          {"runs", {{0, 0, buffer.numel()}}}};
+  }
+  return shard;
+}
+
 TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive,
                   dist::ProcessGroup& group) {
   const Clock::time_point start = Clock::now();
@@ -318,17 +359,17 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // Data parallelism: under an MPI launch of more than one rank (or --parallel ddp), every rank
   // trains a copy of the model on its share of each batch, and rank 0 alone writes and prints.
   const int world = group.size(), rank = group.rank();
-  const bool data_parallel = world > 1;
+  const bool distributed = world > 1;
   // ddp, or zero1..3 (1 to 3 here); 0 for ddp and without data parallelism.
   const int zero_stage = options.parallel.starts_with("zero") ? options.parallel.back() - '0' : 0;
-  WEFT_CHECK(options.parallel.empty() || data_parallel, ValueError, "--parallel ", options.parallel,
+  WEFT_CHECK(options.parallel.empty() || distributed, ValueError, "--parallel ", options.parallel,
              ": trains over the ranks of an MPI launch, and this is ",
              dist::launched_by_mpi() ? "a launch of one rank" : "a single process", "; run it under mpirun -np N");
   // An out-of-memory on one rank makes every rank redo the step at half the micro-batch; under
   // ZeRO-2 and 3 the failed rank would have every micro-batch's collectives to replay.
   WEFT_CHECK(zero_stage < 2 || !options.auto_batch, ValueError, "--auto-batch: not under --parallel ",
              options.parallel, " yet (it works with ddp and zero1)");
-  if (data_parallel) {
+  if (distributed) {
     // Every rank must run the same training: a rank started with other flags would take other
     // steps, or wait in a collective the others never issue. Each rank's options, hashed, are
     // compared before anything is loaded, and every rank refuses alike.
@@ -345,6 +386,23 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                differ, one ? " differs" : " differ", " from rank 0; every rank of a data-parallel run takes the same "
                "weft train flags");
   }
+  // Megatron-LM's layout: a tensor-parallel group is `tp` consecutive ranks (the innermost
+  // dimension, where the traffic is heaviest: on one machine when it can be), and the ranks at the
+  // same place in every such group form a data-parallel group, one replica of the model each.
+  const int tp = static_cast<int>(options.tp);
+  WEFT_CHECK(world % tp == 0, ValueError, "--tp ", tp, ": must divide the launch's ", world,
+             " ranks (the ranks / tp that remain are data-parallel replicas)");
+  std::unique_ptr<dist::ProcessGroup> tp_group, replica_group;
+  if (tp > 1) {
+    tp_group = group.split(rank / tp, rank);
+    replica_group = group.split(rank % tp, rank);
+  }
+  dist::ProcessGroup& data_group = replica_group ? *replica_group : group;
+  const int replicas = data_group.size(), replica = data_group.rank();
+  const bool data_parallel = replicas > 1;
+  const LossFn loss_fn = tp_group ? LossFn([&tp_ranks = *tp_group](const Tensor& logits, const Tensor& targets) {
+    return dist::vocab_parallel_cross_entropy(logits, targets, tp_ranks, Reduction::sum);
+  }) : LossFn(summed_cross_entropy);
   TrainOptions o = options;
   std::ostream nowhere(nullptr);
   std::ostream& log = rank == 0 ? rank0_log : nowhere;
@@ -355,11 +413,12 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   }
   check_precision(o.precision, log);
   const int64_t batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
-  WEFT_CHECK(batch_size % world == 0, ValueError, "--batch-size: is the global batch, split over the ", world,
-             " ranks, so it must be a multiple of ", world, ", got '", batch_size, "'");
-  const int64_t rank_batch = batch_size / world;
+  const std::string ranks_name = tp > 1 ? " data-parallel replicas" : " ranks";
+  WEFT_CHECK(batch_size % replicas == 0, ValueError, "--batch-size: is the global batch, split over the ", replicas,
+             ranks_name, ", so it must be a multiple of ", replicas, ", got '", batch_size, "'");
+  const int64_t rank_batch = batch_size / replicas;
   WEFT_CHECK(rank_batch % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
-             world > 1 ? str(": ", rank_batch, " on each of ", world, " ranks") : std::string(", the task's default"),
+             replicas > 1 ? str(": ", rank_batch, " on each of ", replicas, ranks_name) : std::string(", the task's default"),
              ") so that every micro-batch has batch-size / grad-accum samples, got '", o.grad_accum, "'");
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
@@ -395,6 +454,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
 
   manual_seed(o.seed);
   std::shared_ptr<nn::Module> model = task->make_model(o.checkpoint_activations);
+  const int64_t whole_params = model->num_parameters();  // each tensor-parallel rank holds a share
+  dist::TensorParallelLayout tp_layout;
+  if (tp_group) tp_layout = dist::parallelize_gpt(dynamic_cast<nn::GPT&>(*model), *tp_group);
   const std::optional<DType> low_precision = amp::compute_dtype(o.precision);
   // --master-weights: the optimizer takes the f32 initialisation as its masters, and the model
   // goes to bf16; each step writes the masters, rounded, back into it.
@@ -406,10 +468,10 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   }
   // ZeRO lays the parameters out in flat buckets and gives the optimizer this rank's shards (under
   // master weights, the optimizer keeps f32 masters of the shards); rank 0's weights go to all.
-  if (data_parallel) dist::ProcessGroup::set_timeout(o.comm_timeout);
+  if (distributed) dist::ProcessGroup::set_timeout(o.comm_timeout);
   std::optional<dist::ZeroDataParallel> zero;
   if (zero_stage > 0)
-    zero.emplace(*model, group,
+    zero.emplace(*model, data_group,
                  dist::ZeroOptions{.stage = zero_stage, .bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
   if (zero && o.master_weights) masters = zero->shard(masters, DType::f32);
   const std::vector<Tensor> computed = zero ? zero->shards() : model->parameters();
@@ -438,9 +500,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // except under fp16, whose scaler rewrites the gradients (unscale) after backward.
   std::optional<optim::BackwardGradNorm> backward_norm;
   // Under data parallelism the norm is of the averaged gradients, read after the all-reduce.
-  if (clip_grad > 0 && !scaler && !data_parallel) backward_norm.emplace(model->parameters());
+  if (clip_grad > 0 && !scaler && !distributed) backward_norm.emplace(model->parameters());
 
-  std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed, rank, world);
+  std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed, replica, replicas);
   data::DataLoader loader(task->train_data(), sampler, rank_batch, /*drop_last=*/false, o.prefetch);
   int64_t steps_per_epoch = loader.num_batches();
   if (o.limit_train_batches > 0) steps_per_epoch = std::min(steps_per_epoch, o.limit_train_batches);
@@ -449,7 +511,27 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   int64_t saved_plan = 0;
   if (!o.resume_dir.empty()) {
     if (zero) zero->gather_parameters();
-    state = load_checkpoint(o.resume_dir, *model, task->model_name(), optimizer_io);
+    if (tp_group) {
+      // Saved at any tensor-parallel size, or none: the checkpoint goes into a whole model, and
+      // each rank takes its slices of the weights and of the optimizer's state.
+      std::shared_ptr<nn::Module> whole = task->make_model(false);
+      if (o.master_weights) whole->to(*low_precision);
+      const OptimizerStateIO slicing{
+          .name = optimizer->name(), .save = {}, .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
+            WEFT_CHECK(keyed_by_name, FormatError, "--parallel tp: ", o.resume_dir, " keys its optimizer state by "
+                       "position (an older weft); resume it without tensor parallelism once to rewrite it");
+            optimizer_io.load(dist::slice_state_dict(dict, tp_layout, tp_group->rank(), tp), true);
+          }};
+      state = load_checkpoint(o.resume_dir, *whole, task->model_name(), slicing);
+      std::map<std::string, Tensor> weights;
+      for (const auto& [name, tensor] : whole->state_dict()) weights[name] = tensor;
+      nn::StateDict mine;
+      for (const auto& [name, tensor] : dist::slice_state_dict(weights, tp_layout, tp_group->rank(), tp))
+        mine.insert(name, tensor);
+      model->load_state_dict(mine);
+    } else {
+      state = load_checkpoint(o.resume_dir, *model, task->model_name(), optimizer_io);
+    }
     if (zero) zero->release_parameters();
     default_generator().set_state(state.rng);
     if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
@@ -462,7 +544,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   if (low_precision && !o.master_weights && !zero) optimizer->keep_low_precision_copies(*low_precision);
 
   std::optional<dist::DistributedDataParallel> ddp;
-  if (data_parallel && !zero) ddp.emplace(*model, group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
+  if (data_parallel && !zero) ddp.emplace(*model, data_group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
   dist::GradientSync* sync = ddp ? static_cast<dist::GradientSync*>(&*ddp) : zero ? &*zero : nullptr;
   int64_t micro_batch = rank_batch / o.grad_accum;
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
@@ -483,7 +565,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     double seconds = 0;
     for (int i = 0; i < 5; ++i) {
       const Clock::time_point t = Clock::now();
-      accumulate_step(*model, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step, log,
+      accumulate_step(*model, loss_fn, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step, log,
                       task->tallies_accuracy(), nullptr, sync);
       if (i >= 2) seconds += seconds_since(t);
     }
@@ -494,7 +576,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     const double steps_in_time =
         std::max(1.0, std::min((o.time_limit - seconds_since(start)) / per_step, static_cast<double>(kMaxSteps)));
     planned_steps = state.step + static_cast<int64_t>(steps_in_time);
-    if (data_parallel) {  // every rank takes rank 0's plan
+    if (distributed) {  // every rank takes rank 0's plan
       Tensor plan = Tensor::scalar(static_cast<double>(planned_steps), DType::i64);
       group.broadcast(plan, 0);
       planned_steps = static_cast<int64_t>(plan.item());
@@ -526,7 +608,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
 
   TrainResult result;
   result.model = o.model;
-  result.params = model->num_parameters();
+  result.params = whole_params;
   result.planned_steps = planned_steps;
   result.batch_size = batch_size;
   result.items_name = task->items();
@@ -534,11 +616,13 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule},
                   {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
                   {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
-                  {"out", o.out_dir}, {"parallel", !data_parallel ? "none" : zero ? o.parallel : "ddp"}, {"ranks", world}};
+                  {"out", o.out_dir}, {"parallel", !distributed ? "none" : o.parallel.empty() ? "ddp" : o.parallel},
+                  {"ranks", world}, {"tp", tp}};
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
       << " samples, " << steps_per_epoch << " per epoch";
+  if (tp_group) log << "; tensor parallel over " << tp << " ranks";
   if (ddp)
-    log << "; data parallel on " << world << " ranks, " << rank_batch << " samples each, gradients all-reduced in "
+    log << "; data parallel on " << replicas << ranks_name << ", " << rank_batch << " samples each, gradients all-reduced in "
         << ddp->buckets() << " buckets" << (o.ddp_overlap ? " during backward" : " after backward");
   if (zero)
     log << "; ZeRO-" << zero_stage << " on " << world << " ranks, " << rank_batch << " samples each, "
@@ -546,6 +630,18 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                                                                    : "optimizer states, gradients and parameters")
         << " sharded in " << zero->buckets() << (zero_stage == 3 ? " layers" : " buckets");
   log << "\n";
+  if (tp_group) {
+    auto groups = [&](bool tensor) {
+      std::string text;
+      for (int g = 0; g < (tensor ? replicas : tp); ++g) {
+        text += g == 0 ? "[" : " [";
+        for (int i = 0; i < (tensor ? tp : replicas); ++i) text += str(i == 0 ? "" : " ", tensor ? g * tp + i : i * tp + g);
+        text += "]";
+      }
+      return text;
+    };
+    log << "ranks: tensor-parallel groups " << groups(true) << "; data-parallel groups " << groups(false) << "\n";
+  }
 
   // The last checkpoint: the one resumed from, then each one saved ("": none).
   std::string saved_in = o.resume_dir;
@@ -574,6 +670,10 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
                               zero_shard(*zero, *model, *optimizer, param_names), state, task->checkpoint_metadata(),
                               save_files);
+    else if (tp_group)
+      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
+                              tensor_parallel_shard(*model, optimizer_io, tp_layout, tp_group->rank(), tp, replica == 0),
+                              state, task->checkpoint_metadata(), save_files);
     else if (metrics)
       save_checkpoint(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
     saved_in = options.out_dir;
@@ -585,7 +685,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     Evaluation e;
     for (;;) {
       try {
-        e = task->evaluate(*model, eval_batch);
+        e = task->evaluate(*model, eval_batch, loss_fn);
         break;
       } catch (const OutOfMemoryError& error) {
         if (!o.auto_batch || eval_batch == 1) throw;
@@ -630,7 +730,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     int64_t items = batch->targets.numel();  // this rank's; the batch's after the ranks agree below
     if (!bar) {
       bar.emplace(log, str("epoch ", epoch + 1, "/", epochs),
-                  std::min(steps_per_epoch, planned_steps - epoch * steps_per_epoch), items * world, interactive, o.log_every,
+                  std::min(steps_per_epoch, planned_steps - epoch * steps_per_epoch), items * replicas, interactive, o.log_every,
                   task->items());
       epoch_loss = 0;
       epoch_items = epoch_correct = 0;
@@ -638,21 +738,22 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     optim::set_scheduled_lr(*optimizer, *schedule, state.step);
     fail_rank_if_asked(rank, state.step + 1);
     StepTally tally =
-        accumulate_step(*model, *optimizer, *batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step,
+        accumulate_step(*model, loss_fn, *optimizer, *batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step,
                         log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr, sync);
     // What ends the run is decided once for every rank: a signal or the time limit one rank saw
     // first, a loss that stopped being a number on any; the loss and counts logged are the batch's.
     bool stop_now = !stop.received().empty(), time_up = o.time_limit > 0 && seconds_since(loop_start) >= o.time_limit;
-    if (data_parallel) {
+    if (distributed) {
       Tensor agreed = Tensor::from_vector<double>(
           {tally.loss_sum, static_cast<double>(items), static_cast<double>(tally.correct), stop_now ? 1.0 : 0.0,
            time_up ? 1.0 : 0.0},
           {5});
       group.all_reduce(agreed, dist::ReduceOp::sum);
+      // The ranks of a tensor-parallel group count the same batch.
       const std::vector<double> a = agreed.to_vector<double>();
-      tally.loss_sum = a[0];
-      items = static_cast<int64_t>(a[1]);
-      tally.correct = static_cast<int64_t>(a[2]);
+      tally.loss_sum = a[0] / tp;
+      items = static_cast<int64_t>(a[1]) / tp;
+      tally.correct = static_cast<int64_t>(a[2]) / tp;
       stop_now = a[3] > 0;
       time_up = a[4] > 0;
     }
@@ -667,6 +768,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       if (clip_grad > 0) {
         if (scaler) scaler->unscale_(*optimizer);
         const double norm = zero            ? zero->grad_norm()
+                            : tp_group      ? dist::tensor_parallel_grad_norm(*model, tp_layout, *tp_group)
                             : backward_norm ? backward_norm->norm()
                                             : optim::grad_norm(model->parameters());
         grad_factor = optim::clip_coefficient(norm, clip_grad);
