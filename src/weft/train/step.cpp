@@ -23,10 +23,11 @@ void check_precision(amp::Precision precision, std::ostream& log) {
              "--precision bf16-pure is priced by weft plan but not trained: weft train keeps f32 master weights; "
              "use --precision bf16 (int8 is for inference: weft quantize)");
   const bool bf16 = precision == amp::Precision::bf16;
-  WEFT_CHECK(!bf16 || cpu::onednn::bf16_support() != cpu::onednn::Bf16Support::none, ValueError,
-             "--precision bf16 is not supported on this CPU: oneDNN needs AVX-512 for bf16 kernels; use --precision fp32");
   if (bf16 && cpu::onednn::bf16_support() == cpu::onednn::Bf16Support::emulated)
     log << "note: this CPU has no bf16 instructions; oneDNN emulates bf16 with AVX-512, slower than fp32\n";
+  if (bf16 && cpu::onednn::bf16_support() == cpu::onednn::Bf16Support::none)
+    log << "note: this CPU has no AVX-512, and oneDNN no bf16 kernels without it: bf16 GEMMs and convolutions "
+           "widen to f32 and round back, slower than fp32\n";
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& targets) {

@@ -23,8 +23,8 @@
 namespace weft::train {
 
 // What the trainer runs: fp32, bf16 and fp16, not bf16-pure (which the planner prices) →
-// ValueError; bf16 on a CPU without AVX-512 → ValueError. Where oneDNN only emulates bf16 (slower
-// than fp32), says so on `log`.
+// ValueError. Where oneDNN only emulates bf16, or has no bf16 kernels at all (below AVX-512: weft
+// widens to f32 then), both slower than fp32, says so on `log`.
 void check_precision(amp::Precision precision, std::ostream& log);
 
 // How many rows of logits [N, C] have their argmax at targets [N].

@@ -243,7 +243,8 @@ Conv2dWeightGrads onednn_backward_weight(const Geometry& g, const Tensor& grad_o
   return grads;
 }
 
-// f16 has no oneDNN convolution on most CPUs: compute in f32 and round the result once.
+// Where oneDNN has no convolution in the dtype (onednn::computes_in): compute in f32 and round the
+// result once.
 Tensor to_f32(const Tensor& t) { return t.defined() ? Tensor::empty_like(t, DType::f32).copy_(t) : t; }
 Tensor to_dtype(const Tensor& t, DType dtype) {
   return t.defined() ? Tensor::empty_like(t, dtype).copy_(t) : t;
@@ -271,8 +272,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   WEFT_CHECK(!bias.defined() || bias.shape() == Shape{g.O}, ShapeError, "conv2d: expected bias of shape [", g.O,
              "] for weight ", shape_str(weight.shape()), ", got ", shape_str(bias.shape()));
   if (use_reference(x.dtype(), {x.numel(), weight.numel()})) return reference::conv2d(x, weight, bias, p, relu);
-  if (x.dtype() == DType::f16)
-    return to_dtype(conv2d(to_f32(x), to_f32(weight), to_f32(bias), p, relu), DType::f16);
+  if (!onednn::computes_in(x.dtype()))
+    return to_dtype(conv2d(to_f32(x), to_f32(weight), to_f32(bias), p, relu), x.dtype());
   return onednn_forward(g, x, weight, bias, relu);
 }
 
@@ -283,8 +284,8 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const
   check_dtypes("conv2d_backward_input", grad_out, "grad_out", weight, "weight");
   if (use_reference(grad_out.dtype(), {grad_out.numel(), weight.numel()}))
     return reference::conv2d_backward_input(grad_out, weight, x_shape, p);
-  if (grad_out.dtype() == DType::f16)
-    return to_dtype(conv2d_backward_input(to_f32(grad_out), to_f32(weight), x_shape, p), DType::f16);
+  if (!onednn::computes_in(grad_out.dtype()))
+    return to_dtype(conv2d_backward_input(to_f32(grad_out), to_f32(weight), x_shape, p), grad_out.dtype());
   return onednn_backward_input(g, grad_out, weight);
 }
 
@@ -295,9 +296,9 @@ Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_out, const Tensor& x
   check_dtypes("conv2d_backward_weight", grad_out, "grad_out", x, "input");
   if (use_reference(grad_out.dtype(), {grad_out.numel(), x.numel()}))
     return reference::conv2d_backward_weight(grad_out, x, weight_shape, with_bias, p);
-  if (grad_out.dtype() == DType::f16) {
+  if (!onednn::computes_in(grad_out.dtype())) {
     Conv2dWeightGrads grads = conv2d_backward_weight(to_f32(grad_out), to_f32(x), weight_shape, with_bias, p);
-    return {to_dtype(grads.weight, DType::f16), to_dtype(grads.bias, DType::f16)};
+    return {to_dtype(grads.weight, grad_out.dtype()), to_dtype(grads.bias, grad_out.dtype())};
   }
   return onednn_backward_weight(g, grad_out, x, with_bias);
 }

@@ -1,5 +1,6 @@
 #include "weft/kernels/cpu/int8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -129,6 +130,46 @@ void execute(const Entry& e, const memory& src, const memory& dst, const QuantPa
   onednn::stream().wait();
 }
 
+// Without VNNI (onednn::int8_pairs_saturate) a pair of products such as 255 x -128 overflows the
+// 16-bit sum oneDNN's kernels keep. The input is then cut in two, x = lo + hi with lo = min(x, 127)
+// and hi = x - lo, both at most 128, so that a pair stays within [-32768, 32512]; the zero point
+// likewise; and the two results are added: the same sums, exact, for twice the work. (PyTorch
+// instead quantizes activations to 7 bits on such CPUs, its reduce_range.)
+struct SplitInput {
+  Tensor lo, hi;
+  QuantParams lo_params, hi_params;
+};
+
+SplitInput split_input(const Tensor& x, const QuantParams& p) {
+  SplitInput s{Tensor::empty(x.shape(), DType::u8), Tensor::empty(x.shape(), DType::u8), p, p};
+  const uint8_t* in = x.data<uint8_t>();
+  uint8_t *lo = s.lo.data<uint8_t>(), *hi = s.hi.data<uint8_t>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    lo[i] = std::min<uint8_t>(in[i], 127);
+    hi[i] = static_cast<uint8_t>(in[i] - lo[i]);
+  }
+  s.lo_params.zero_point = std::min(p.zero_point, 127);
+  s.hi_params.zero_point = p.zero_point - s.lo_params.zero_point;
+  return s;
+}
+
+// `run(input, params, bias, out)` once, or on a CPU whose int8 sums saturate once for each half of
+// the input (split_input), the second half without the bias, added.
+template <typename Run>
+void run_exactly(const Tensor& x, const QuantParams& p, const Tensor& bias, Tensor& y, const Run& run) {
+  if (!onednn::int8_pairs_saturate()) {
+    run(x, p, bias, y);
+    return;
+  }
+  const SplitInput s = split_input(x, p);
+  run(s.lo, s.lo_params, bias, y);
+  Tensor rest = Tensor::empty(y.shape(), DType::f32);
+  run(s.hi, s.hi_params, bias.defined() ? Tensor::zeros(bias.shape(), DType::f32) : bias, rest);
+  float* out = y.data<float>();
+  const float* add = rest.data<float>();
+  for (int64_t i = 0; i < y.numel(); ++i) out[i] += add[i];
+}
+
 }  // namespace
 
 // --- linear ---
@@ -169,7 +210,9 @@ Tensor Int8Linear::forward(const Tensor& x, const QuantParams& x_params) const {
                                         onednn::engine());
         return Entry{dnnl::matmul(pd), src, pd.weights_desc(), dst, {}};
       });
-  execute(e, onednn::memory(e.src, xc), onednn::memory(e.dst, y), x_params, bias_, 2);
+  run_exactly(xc, x_params, bias_, y, [&](const Tensor& in, const QuantParams& p, const Tensor& bias, Tensor& out) {
+    execute(e, onednn::memory(e.src, in), onednn::memory(e.dst, out), p, bias, 2);
+  });
   return y;
 }
 
@@ -227,24 +270,26 @@ Tensor Int8Conv2d::forward(const Tensor& x, const QuantParams& x_params) const {
       });
   // The activations go in and come out in the primitive's blocked layouts (nhwc-like for VNNI):
   // reordering the u8 input costs a quarter of what reordering f32 would.
-  std::vector<Tensor> held;
-  auto buffer = [&](const memory::desc& d) {
-    held.push_back(Tensor::empty({static_cast<int64_t>(d.get_size())}, DType::u8));
-    return onednn::memory(d, held.back());
-  };
-  memory user_src = onednn::memory(onednn::desc(xc, src_dims), xc);
-  memory src = user_src;
-  if (user_src.get_desc() != e.src) {
-    src = buffer(e.src);
-    dnnl::reorder(user_src, src).execute(onednn::stream(), user_src, src);
-  }
-  memory user_dst = onednn::memory(onednn::desc(y, dst_dims), y);
-  memory dst = user_dst.get_desc() == e.dst ? user_dst : buffer(e.dst);
-  execute(e, src, dst, x_params, bias_, 4);
-  if (dst.get_data_handle() != user_dst.get_data_handle()) {
-    dnnl::reorder(dst, user_dst).execute(onednn::stream(), dst, user_dst);
-    onednn::stream().wait();
-  }
+  run_exactly(xc, x_params, bias_, y, [&](const Tensor& in, const QuantParams& p, const Tensor& bias, Tensor& out) {
+    std::vector<Tensor> held;
+    auto buffer = [&](const memory::desc& d) {
+      held.push_back(Tensor::empty({static_cast<int64_t>(d.get_size())}, DType::u8));
+      return onednn::memory(d, held.back());
+    };
+    memory user_src = onednn::memory(onednn::desc(in, src_dims), in);
+    memory src = user_src;
+    if (user_src.get_desc() != e.src) {
+      src = buffer(e.src);
+      dnnl::reorder(user_src, src).execute(onednn::stream(), user_src, src);
+    }
+    memory user_dst = onednn::memory(onednn::desc(out, dst_dims), out);
+    memory dst = user_dst.get_desc() == e.dst ? user_dst : buffer(e.dst);
+    execute(e, src, dst, p, bias, 4);
+    if (dst.get_data_handle() != user_dst.get_data_handle()) {
+      dnnl::reorder(dst, user_dst).execute(onednn::stream(), dst, user_dst);
+      onednn::stream().wait();
+    }
+  });
   return y;
 }
 

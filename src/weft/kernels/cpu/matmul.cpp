@@ -321,7 +321,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, std::o
     if (bias.defined()) out.copy_(bias);
     return out;
   }
-  if (p.in == DType::f16) {  // oneDNN 2.6 has no f16 matmul on CPUs
+  if (p.in != DType::f64 && !onednn::computes_in(p.in)) {
     auto widen = [](const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), DType::f32).copy_(t) : t; };
     Tensor r = matmul(widen(a_in), widen(b_in), widen(bias), DType::f32);
     return p.out == DType::f32 ? r : out.copy_(r);

@@ -12,14 +12,27 @@ dnnl::stream& stream() {
   return s;
 }
 
+namespace {
+
+// The ISA values are nested bit sets: an ISA holds every bit of the ones it extends.
+bool has(dnnl::cpu_isa wanted) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
+
+}  // namespace
+
+bool int8_pairs_saturate() { return !has(dnnl::cpu_isa::avx512_core_vnni) && !has(dnnl::cpu_isa::avx2_vnni); }
+
 Bf16Support bf16_support() {
-  // The ISA values are nested bit sets: an ISA holds every bit of the ones it extends.
-  auto has = [isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa())](dnnl::cpu_isa wanted) {
-    return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
-  };
   if (has(dnnl::cpu_isa::avx512_core_bf16)) return Bf16Support::native;
   if (has(dnnl::cpu_isa::avx512_core)) return Bf16Support::emulated;
   return Bf16Support::none;
+}
+
+bool computes_in(DType t) {
+  if (t == DType::f16) return false;
+  return t != DType::bf16 || bf16_support() != Bf16Support::none;
 }
 
 bool supports(DType t) {

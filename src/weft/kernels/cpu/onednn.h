@@ -32,4 +32,14 @@ dnnl::memory::desc channels_last_desc(const Shape& nchw, DType dtype);
 enum class Bf16Support { native, emulated, none };
 Bf16Support bf16_support();
 
+// Whether oneDNN computes GEMMs, convolutions and pooling in `t` on this CPU. Where it does not
+// (f16 on every CPU in oneDNN 2.6; bf16 below AVX-512) the kernels widen the operands to f32,
+// compute, and round the result back once: the same f32 accumulation as oneDNN's own bf16
+// kernels, equal up to the order of the sums, and slower than staying in f32.
+bool computes_in(DType t);
+
+// Whether oneDNN's int8 kernels on this CPU add u8 x s8 products in pairs into 16 bits (without
+// AVX512-VNNI or AVX-VNNI: vpmaddubsw), which saturates once a pair's sum passes 32767.
+bool int8_pairs_saturate();
+
 }  // namespace weft::cpu::onednn

@@ -164,9 +164,9 @@ MaxPool2dResult max_pool2d(const Tensor& x, const Pool2dParams& p, bool with_wor
   Geometry g = geometry("max_pool2d", x.shape(), p);
   check_floating("max_pool2d", x);
   if (x.dtype() == DType::f64 || x.numel() == 0) return reference::max_pool2d(x, p);
-  if (x.dtype() == DType::f16) {
+  if (!onednn::computes_in(x.dtype())) {
     MaxPool2dResult r = onednn_forward(algorithm::pooling_max, g, to_f32(x), with_workspace);
-    return {to_dtype(r.out, DType::f16), r.workspace};
+    return {to_dtype(r.out, x.dtype()), r.workspace};
   }
   return onednn_forward(algorithm::pooling_max, g, x, with_workspace);
 }
@@ -179,9 +179,9 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, cons
   WEFT_CHECK(workspace.defined(), ValueError,
              "max_pool2d_backward: no workspace; run the forward max_pool2d with with_workspace=true");
   if (workspace.dtype() == DType::i64) return reference::max_pool2d_backward(grad_out, workspace, x_shape, p);
-  if (grad_out.dtype() == DType::f16)
+  if (!onednn::computes_in(grad_out.dtype()))
     return to_dtype(onednn_backward(algorithm::pooling_max, g, to_f32(grad_out), workspace, channels_last),
-                    DType::f16);
+                    grad_out.dtype());
   return onednn_backward(algorithm::pooling_max, g, grad_out, workspace, channels_last);
 }
 
@@ -189,8 +189,8 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   Geometry g = geometry("avg_pool2d", x.shape(), p);
   check_floating("avg_pool2d", x);
   if (x.dtype() == DType::f64 || x.numel() == 0) return reference::avg_pool2d(x, p);
-  if (x.dtype() == DType::f16)
-    return to_dtype(onednn_forward(algorithm::pooling_avg_include_padding, g, to_f32(x), false).out, DType::f16);
+  if (!onednn::computes_in(x.dtype()))
+    return to_dtype(onednn_forward(algorithm::pooling_avg_include_padding, g, to_f32(x), false).out, x.dtype());
   return onednn_forward(algorithm::pooling_avg_include_padding, g, x, false).out;
 }
 
@@ -201,10 +201,10 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const P
   check_floating("avg_pool2d_backward", grad_out);
   if (grad_out.dtype() == DType::f64 || grad_out.numel() == 0)
     return reference::avg_pool2d_backward(grad_out, x_shape, p);
-  if (grad_out.dtype() == DType::f16)
+  if (!onednn::computes_in(grad_out.dtype()))
     return to_dtype(
         onednn_backward(algorithm::pooling_avg_include_padding, g, to_f32(grad_out), Tensor(), channels_last),
-        DType::f16);
+        grad_out.dtype());
   return onednn_backward(algorithm::pooling_avg_include_padding, g, grad_out, Tensor(), channels_last);
 }
 
