@@ -30,7 +30,9 @@ double largest_difference(const std::vector<Tensor>& a, const std::vector<Tensor
 
 // Three SGD-with-momentum steps of the MLP on a batch of 8, against one process on all 8. The
 // ranks start from different weights: DDP's broadcast makes them rank 0's, which the reference
-// starts from. Buckets of 25 MiB (one) and of 64 KiB (several), with and without overlap.
+// starts from. Buckets of 25 MiB (one) and of 64 KiB (several), with and without overlap; and the
+// gradients compressed to bf16 and f16 for the all-reduce (half the bytes, each gradient rounded
+// once more: steps within what 16 bits hold).
 TEST(DDP, RanksOnSlicesOfTheBatchStepAsOneProcessOnAllOfIt) {
   const int rank = group().rank(), size = group().size();
   Generator data(5);
@@ -50,11 +52,13 @@ TEST(DDP, RanksOnSlicesOfTheBatchStepAsOneProcessOnAllOfIt) {
     cross_entropy((*reference)(x), y).backward();
     reference_opt.step();
   }
+  int64_t f32_bytes = 0;
+  for (std::optional<DType> compress : {std::optional<DType>(), std::optional<DType>(DType::bf16), std::optional<DType>(DType::f16)})
   for (int64_t bucket_bytes : {int64_t{25} << 20, int64_t{64} << 10}) {
     for (bool overlap : {true, false}) {
       manual_seed(1 + static_cast<uint64_t>(rank));
       std::shared_ptr<nn::Module> model = nn::make_mlp();
-      DistributedDataParallel ddp(*model, group(), {.bucket_bytes = bucket_bytes, .overlap = overlap});
+      DistributedDataParallel ddp(*model, group(), {.bucket_bytes = bucket_bytes, .overlap = overlap, .compress = compress});
       optim::SGD opt(model->parameters(), 0.1, {.momentum = 0.9});
       for (int step = 0; step < 3; ++step) {
         opt.zero_grad();
@@ -63,8 +67,12 @@ TEST(DDP, RanksOnSlicesOfTheBatchStepAsOneProcessOnAllOfIt) {
         ddp.finish_backward();
         opt.step();
       }
-      const std::string what = str("bucket ", bucket_bytes, " overlap ", overlap, " rank ", rank);
-      EXPECT_LT(largest_difference(model->parameters(), reference->parameters()), 1e-5) << what;
+      const std::string what = str("bucket ", bucket_bytes, " overlap ", overlap, " rank ", rank, " compress ",
+                                   compress ? dtype_name(*compress) : "none");
+      const double tolerance = !compress ? 1e-5 : *compress == DType::bf16 ? 2e-3 : 5e-4;
+      EXPECT_LT(largest_difference(model->parameters(), reference->parameters()), tolerance) << what;
+      if (!compress) f32_bytes = ddp.all_reduced_bytes();
+      else EXPECT_EQ(2 * ddp.all_reduced_bytes(), f32_bytes) << what;
       if (bucket_bytes < (int64_t{1} << 20)) {
         EXPECT_GT(ddp.buckets(), 2) << what;
         if (overlap) EXPECT_GT(ddp.issued_during_backward(), 0) << what;
@@ -89,7 +97,7 @@ TEST(DDP, AParameterWithoutAGradientOnSomeRanksGetsTheAverage) {
   const int rank = group().rank(), size = group().size();
   manual_seed(3);
   TwoHeads model;
-  DistributedDataParallel ddp(model, group(), {.bucket_bytes = 1 << 20});
+  DistributedDataParallel ddp(model, group(), {.bucket_bytes = 1 << 20, .overlap = true, .compress = std::nullopt});
   const Tensor x = Tensor::ones({5, 4});
   ddp.prepare_backward(true);
   Tensor loss = sum(model(x));

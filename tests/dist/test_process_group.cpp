@@ -75,6 +75,43 @@ TEST(ProcessGroup, AllReduceSumAvgAndMaxInEveryDtype) {
 }
 
 // On values that are not integers the two algorithms add in other orders: equal to f32 rounding.
+// Gradient compression: f32 values sent as bf16 or f16. Small integers are exact in both, whatever
+// the order of the sums, so the result is exact; values that 16 bits cannot hold come out within
+// one rounding per addition of the f32 sum. The group records 2 bytes per element.
+TEST(ProcessGroup, CompressedAllReduceSendsSixteenBitsAndAddsInF32) {
+  const int rank = group().rank(), size = group().size();
+  for (DType wire : {DType::bf16, DType::f16}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      Tensor t = filled(rank, 1001, DType::f32);
+      group().all_reduce_async(t, op, wire).wait();
+      EXPECT_EQ(group().status().completed.bytes, 1001 * 2) << dtype_name(wire);
+      const std::vector<double> got = t.to_vector<double>();
+      for (int64_t i = 0; i < 1001; ++i)
+        ASSERT_EQ(got[static_cast<size_t>(i)], reduced(op, i, size)) << dtype_name(wire) << " element " << i;
+    }
+    Generator gen(40 + rank);
+    Tensor x = Tensor::randn({3000}, gen);
+    std::vector<double> exact = x.to_vector<double>();
+    Tensor all = Tensor::empty({size * 3000}, DType::f32);
+    group().all_gather(x, all);
+    const std::vector<double> every = all.to_vector<double>();
+    group().all_reduce_async(x, ReduceOp::sum, wire).wait();
+    const double eps = wire == DType::bf16 ? 1.0 / 256 : 1.0 / 2048;  // a unit's rounding, relative
+    const std::vector<double> got = x.to_vector<double>();
+    for (size_t i = 0; i < exact.size(); ++i) {
+      double sum = 0, magnitude = 0;
+      for (int r = 0; r < size; ++r) {
+        sum += every[static_cast<size_t>(r) * 3000 + i];
+        magnitude += std::abs(every[static_cast<size_t>(r) * 3000 + i]);
+      }
+      ASSERT_LE(std::abs(got[i] - sum), eps * size * magnitude) << dtype_name(wire) << " element " << i;
+    }
+  }
+  Tensor t = filled(rank, 8, DType::f32);
+  EXPECT_THROW(group().all_reduce_async(t, ReduceOp::max, DType::bf16), ValueError);
+  EXPECT_THROW(group().all_reduce_async(t, ReduceOp::sum, DType::f32), DTypeError);
+}
+
 TEST(ProcessGroup, RingAllReduceAgreesWithMPIs) {
   const int rank = group().rank();
   for (int64_t n : {5, 65536, 1000003}) {

@@ -237,6 +237,54 @@ TEST(TrainTensorParallel, SplitLayersTakeOneProcesssStepsAndResumeAtAnySize) {
   group().barrier();
 }
 
+// Communicating less. --grad-compress bf16 takes DDP's steps within what 16-bit gradients hold and
+// says its bytes, half of f32's. --sync-every 3 (local SGD): the ranks step apart, so after step 4
+// (one step past an average) their parameters differ; the run ends averaged, every rank holding
+// the same parameters, which are not DDP's.
+TEST(TrainDDP, CompressedGradientsAndLocalSgd) {
+  const int rank = group().rank(), size = group().size();
+  const std::string dir = shared_directory("less");
+  train::TrainOptions o;
+  o.model = "mlp";
+  o.steps = 4;
+  o.batch_size = 64;
+  o.eval_every = 0;
+  o.optimizer = optim::OptimizerKind::sgd;
+  o.lr = 0.05;
+  o.threads = 1;
+  auto run = [&](const std::string& name, const std::string& compress, int64_t sync_every, int64_t steps) {
+    train::TrainOptions r = o;
+    r.grad_compress = compress;
+    r.sync_every = sync_every;
+    r.steps = steps;
+    r.out_dir = str(dir, "/", name);
+    std::ostringstream log;
+    const train::TrainResult result = train::train(r, log, false);
+    EXPECT_EQ(result.steps, steps) << name;
+    return std::pair{log.str(), result};
+  };
+  const auto [ddp_log, ddp] = run("ddp", "", 1, 4);
+  const auto [bf16_log, bf16] = run("bf16", "bf16", 1, 4);
+  const auto [local_log, local] = run("local", "", 3, 4);
+  // Each rank evaluates its own parameters: the same loss on every rank, once they are averaged.
+  Tensor loss = Tensor::scalar(local.evaluation["test_loss"].get<double>(), DType::f64);
+  Tensor losses = Tensor::empty({size}, DType::f64);
+  group().all_gather(loss, losses);
+  for (double l : losses.to_vector<double>()) EXPECT_EQ(l, loss.item()) << "rank " << rank;
+  if (rank == 0) {
+    EXPECT_NE(local_log.find("parameters averaged every 3 steps"), std::string::npos) << local_log;
+    EXPECT_EQ(2 * bf16.setup["all_reduced_bytes_per_step"].get<int64_t>(), ddp.setup["all_reduced_bytes_per_step"].get<int64_t>());
+    EXPECT_NE(bf16_log.find(" per step in bf16"), std::string::npos) << bf16_log;
+    const double bf16_off = largest_difference(dir + "/ddp/model.safetensors", dir + "/bf16/model.safetensors");
+    EXPECT_GT(bf16_off, 0);
+    EXPECT_LT(bf16_off, 1e-3);
+    EXPECT_GT(largest_difference(dir + "/ddp/model.safetensors", dir + "/local/model.safetensors"), 1e-4)
+        << "local SGD took DDP's steps";
+  }
+  group().barrier();
+  if (rank == 0) std::filesystem::remove_all(dir);
+}
+
 // A tensor dict's bits: name -> bytes.
 std::map<std::string, std::string> bits(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   std::map<std::string, std::string> out;

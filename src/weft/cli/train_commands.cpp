@@ -152,6 +152,11 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   number_flag(t, "--tp", o->tp, "--parallel tp: ranks per tensor-parallel group (a divisor of the ranks, of --heads "
                                 "and of --vocab)");
   number_flag(t, "--bucket-mb", o->bucket_mb, "DDP: gradient bucket size in MiB");
+  t->add_option("--grad-compress", o->grad_compress,
+                "DDP: all-reduce the gradients in 16 bits (bf16 | fp16), summed in f32: half the bytes")
+      ->check(one_of({"bf16", "fp16"}));
+  number_flag(t, "--sync-every", o->sync_every,
+              "DDP: local SGD, each rank steps alone and the parameters are averaged every K steps (fp32)");
   t->add_flag("--no-overlap{false}", o->ddp_overlap, "DDP: all-reduce the gradients after backward, not during it");
   number_flag(t, "--comm-timeout", o->comm_timeout,
               "DDP: seconds a collective may wait for the other ranks before each rank says where it waits and the "

@@ -90,7 +90,8 @@ void DistributedDataParallel::gradient_ready(size_t k) {
 void DistributedDataParallel::issue_ready_buckets() {
   while (next_to_issue_ < buckets_.size() && buckets_[next_to_issue_].pending == 0) {
     Bucket& b = buckets_[next_to_issue_++];
-    b.work = group_.all_reduce_async(b.flat, ReduceOp::avg);
+    b.work = options_.compress ? group_.all_reduce_async(b.flat, ReduceOp::avg, *options_.compress)
+                               : group_.all_reduce_async(b.flat, ReduceOp::avg);
     if (armed_) ++issued_during_backward_;
   }
 }
@@ -127,5 +128,14 @@ void DistributedDataParallel::abandon_pass() {
 }
 
 bool DistributedDataParallel::on_any_rank(bool flag) { return group_.any(flag); }
+
+int64_t DistributedDataParallel::all_reduced_bytes() const {
+  int64_t bytes = 0;
+  for (const Bucket& b : buckets_) {
+    const DType native = b.flat.dtype() == DType::f64 ? DType::f64 : DType::f32;  // bf16, f16 reduce as f32
+    bytes += b.flat.numel() * static_cast<int64_t>(dtype_size(options_.compress.value_or(native)));
+  }
+  return bytes;
+}
 
 }  // namespace weft::dist

@@ -78,6 +78,29 @@ Tensor reduction_buffer(const Tensor& t) {
 }
 
 MPI_Datatype mpi_type(DType d) { return d == DType::f64 ? MPI_DOUBLE : MPI_FLOAT; }
+
+// inout[i] = round(widen(in[i]) + widen(inout[i])), for 16-bit floats in uint16 elements.
+template <float (*widen)(uint16_t), uint16_t (*round)(float)>
+void add_16_bit(void* in, void* inout, int* count, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *count; ++i) b[i] = round(widen(a[i]) + widen(b[i]));
+}
+
+// The MPI reduction that adds `wire` (bf16 or f16) elements in f32, created once.
+MPI_Op sum_16_bit(DType wire) {
+  static const MPI_Op bf16_sum = [] {
+    MPI_Op op;
+    mpi_check(MPI_Op_create(add_16_bit<bf16_bits_to_f32, f32_to_bf16_bits>, 1, &op), "MPI_Op_create");
+    return op;
+  }();
+  static const MPI_Op f16_sum = [] {
+    MPI_Op op;
+    mpi_check(MPI_Op_create(add_16_bit<f16_bits_to_f32, f32_to_f16_bits>, 1, &op), "MPI_Op_create");
+    return op;
+  }();
+  return wire == DType::bf16 ? bf16_sum : f16_sum;
+}
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
 // x[i] /= n: avg is the sum divided by the group's size (a division, as PyTorch's avg, not a
@@ -344,6 +367,28 @@ Work ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
               "MPI_Allreduce");
     if (op == ReduceOp::avg) divide(buffer, size_);
     if (buffer.data_ptr() != t.data_ptr()) t.copy_(buffer);
+  });
+}
+
+Work ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op, DType wire) {
+  check_reducible(t, "all_reduce");
+  WEFT_CHECK(wire == DType::bf16 || wire == DType::f16, DTypeError, "all_reduce: compresses to bf16 or f16, got ",
+             dtype_name(wire));
+  WEFT_CHECK(op != ReduceOp::max, ValueError, "all_reduce: a compressed all-reduce sums or averages, not max");
+  WEFT_CHECK(t.numel() <= INT_MAX, ValueError, "all_reduce: ", t.numel(), " elements; at most ", INT_MAX);
+  return issue("all_reduce", t.numel() * 2, {t}, [this, t, op, wire]() mutable {
+    if (!comm_) return;
+    Tensor packed = Tensor::empty(t.shape(), wire).copy_(t);
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, packed.data_ptr(), static_cast<int>(packed.numel()), MPI_UINT16_T,
+                            sum_16_bit(wire), comm_->comm),
+              "MPI_Allreduce");
+    if (op == ReduceOp::sum) {
+      t.copy_(packed);
+      return;
+    }
+    Tensor sum = Tensor::empty(t.shape(), DType::f32).copy_(packed);
+    divide(sum, size_);
+    t.copy_(sum);
   });
 }
 

@@ -101,6 +101,11 @@ class ProcessGroup {
 
   void all_reduce(Tensor& t, ReduceOp op);
   Work all_reduce_async(Tensor& t, ReduceOp op);
+  // Compressed (gradient compression): t (any floating dtype; sum or avg) travels as `wire`, bf16 or
+  // f16, half of f32's bytes. Each partial sum is computed in f32 and rounded back to `wire` (a
+  // user-defined MPI reduction), so the rounding is one per addition, not a 16-bit accumulator's
+  // drift; avg divides the widened sum. t ends as that result, in its own dtype.
+  Work all_reduce_async(Tensor& t, ReduceOp op, DType wire);
   void ring_all_reduce(Tensor& t, ReduceOp op);
   Work ring_all_reduce_async(Tensor& t, ReduceOp op);
   // input [size * n] -> output [n]: this rank's share of the reduced input.

@@ -54,6 +54,16 @@ void TrainOptions::validate() const {
              "--precision: fp16 is not trained under --parallel tp yet (its loss scaler's inf check would need every "
              "rank's slice of the gradients); use bf16, which needs no loss scaling");
   WEFT_CHECK(tp == 1 || !auto_batch, ValueError, "--auto-batch: not under --parallel tp yet");
+  if (!grad_compress.empty()) check_choice("--grad-compress", grad_compress, {"bf16", "fp16"});
+  check_flag("--sync-every", sync_every, {.min = 1, .max = kMaxSteps});
+  const bool ddp = !parallel.starts_with("zero") && !parallel.ends_with("tp");
+  WEFT_CHECK(grad_compress.empty() || ddp, ValueError, "--grad-compress: compresses DDP's all-reduce; not under --parallel ",
+             parallel);
+  WEFT_CHECK(sync_every == 1 || (ddp && grad_compress.empty()), ValueError, "--sync-every: local SGD replaces DDP's "
+             "gradient all-reduce; not with ", grad_compress.empty() ? str("--parallel ", parallel) : "--grad-compress");
+  WEFT_CHECK(sync_every == 1 || precision == amp::Precision::fp32, ValueError,
+             "--sync-every: averages the f32 parameters; not with --precision ", amp::precision_name(precision),
+             " (its 16-bit copies and masters would go stale)");
   WEFT_CHECK(!parallel.starts_with("zero") || precision != amp::Precision::fp16, ValueError,
              "--precision: fp16 is not trained under --parallel ", parallel, " yet (its loss scaler's inf check "
              "would need every rank's gradient shard); use bf16, which needs no loss scaling");
@@ -99,7 +109,7 @@ nlohmann::json TrainOptions::to_json() const {
                       {"batch_size", or_null(batch_size)}, {"optimizer", optim::optimizer_name(optimizer)}, {"lr", or_null(lr)},
                       {"weight_decay", or_null(weight_decay)}, {"schedule", schedule}, {"warmup", or_null(warmup)},
                       {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)},
-                      {"master_weights", master_weights}, {"parallel", parallel}, {"tp", tp}, {"bucket_mb", bucket_mb},
+                      {"master_weights", master_weights}, {"parallel", parallel}, {"tp", tp}, {"grad_compress", grad_compress}, {"sync_every", sync_every}, {"bucket_mb", bucket_mb},
                       {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},

@@ -79,6 +79,10 @@ struct TrainOptions {
   // batch-size / replicas.
   std::string parallel;
   int64_t tp = 1;  // --tp: ranks per tensor-parallel group
+  // Communicating less under DDP: gradients all-reduced in 16 bits ("bf16" | "fp16"; "": their
+  // own), or local SGD, parameters averaged every `sync_every` steps instead of gradients every step.
+  std::string grad_compress;
+  int64_t sync_every = 1;
   int64_t bucket_mb = 25;  // DDP's and ZeRO-1/2's gradient buckets
   bool ddp_overlap = true;  // all-reduce buckets during backward (false: after it, to measure the overlap)
   double comm_timeout = 300;  // seconds a collective may wait before the watchdog reports and aborts; 0: never

@@ -362,7 +362,11 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   const bool distributed = world > 1;
   // ddp, or zero1..3 (1 to 3 here); 0 for ddp and without data parallelism.
   const int zero_stage = options.parallel.starts_with("zero") ? options.parallel.back() - '0' : 0;
-  WEFT_CHECK(options.parallel.empty() || distributed, ValueError, "--parallel ", options.parallel,
+  const std::string parallel_flag = !options.parallel.empty()      ? str("--parallel ", options.parallel)
+                                    : !options.grad_compress.empty() ? str("--grad-compress ", options.grad_compress)
+                                    : options.sync_every > 1         ? str("--sync-every ", options.sync_every)
+                                                                     : "";
+  WEFT_CHECK(parallel_flag.empty() || distributed, ValueError, parallel_flag,
              ": trains over the ranks of an MPI launch, and this is ",
              dist::launched_by_mpi() ? "a launch of one rank" : "a single process", "; run it under mpirun -np N");
   // An out-of-memory on one rank makes every rank redo the step at half the micro-batch; under
@@ -544,7 +548,23 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   if (low_precision && !o.master_weights && !zero) optimizer->keep_low_precision_copies(*low_precision);
 
   std::optional<dist::DistributedDataParallel> ddp;
-  if (data_parallel && !zero) ddp.emplace(*model, data_group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
+  const std::optional<DType> wire = o.grad_compress.empty() ? std::nullopt
+                                    : std::optional<DType>(o.grad_compress == "bf16" ? DType::bf16 : DType::f16);
+  // --sync-every K (local SGD): each replica steps on its own gradients from rank 0's start, and
+  // the replicas average their parameters every K steps (and before evaluating or saving).
+  const bool local_sgd = o.sync_every > 1;
+  auto average_parameters = [&] {
+    NoGradGuard no_grad;
+    for (Tensor& p : model->parameters()) data_group.all_reduce(p, dist::ReduceOp::avg);
+  };
+  if (data_parallel && local_sgd) {
+    NoGradGuard no_grad;
+    for (Tensor& p : model->parameters()) data_group.broadcast(p, 0);
+    for (auto& [name, buffer] : model->named_buffers()) data_group.broadcast(buffer, 0);
+  }
+  if (data_parallel && !zero && !local_sgd)
+    ddp.emplace(*model, data_group,
+                dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap, .compress = wire});
   dist::GradientSync* sync = ddp ? static_cast<dist::GradientSync*>(&*ddp) : zero ? &*zero : nullptr;
   int64_t micro_batch = rank_batch / o.grad_accum;
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
@@ -617,13 +637,18 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                   {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
                   {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
                   {"out", o.out_dir}, {"parallel", !distributed ? "none" : o.parallel.empty() ? "ddp" : o.parallel},
-                  {"ranks", world}, {"tp", tp}};
+                  {"ranks", world}, {"tp", tp}, {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
+                  {"sync_every", o.sync_every}, {"all_reduced_bytes_per_step", ddp ? ddp->all_reduced_bytes() : 0}};
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
       << " samples, " << steps_per_epoch << " per epoch";
   if (tp_group) log << "; tensor parallel over " << tp << " ranks";
   if (ddp)
     log << "; data parallel on " << replicas << ranks_name << ", " << rank_batch << " samples each, gradients all-reduced in "
-        << ddp->buckets() << " buckets" << (o.ddp_overlap ? " during backward" : " after backward");
+        << ddp->buckets() << " buckets" << (o.ddp_overlap ? " during backward" : " after backward") << ", "
+        << format_bytes(ddp->all_reduced_bytes()) << " per step" << (wire ? str(" in ", o.grad_compress) : "");
+  if (local_sgd)
+    log << "; local SGD on " << replicas << " ranks, " << rank_batch << " samples each, parameters averaged every "
+        << o.sync_every << " steps";
   if (zero)
     log << "; ZeRO-" << zero_stage << " on " << world << " ranks, " << rank_batch << " samples each, "
         << (zero_stage == 1 ? "optimizer states" : zero_stage == 2 ? "optimizer states and gradients"
@@ -682,6 +707,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
   // the checkpoint.
   auto evaluate = [&] {
+    if (local_sgd && state.step % o.sync_every != 0) average_parameters();
     Evaluation e;
     for (;;) {
       try {
@@ -780,6 +806,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     const double step_seconds = seconds_since(step_start);
     if (profiler) profiler->after(state.step, step_seconds);
     ++state.step;
+    if (local_sgd && state.step % o.sync_every == 0) average_parameters();
     train_seconds += step_seconds;
     result.items += items;
 
@@ -835,6 +862,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   } else {
     // Preempted: the checkpoint first, and no evaluation, which may take longer than the notice.
     log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
+    if (local_sgd && state.step % o.sync_every != 0) average_parameters();
     if (saving) {
       save();
       log << "; checkpoint in " << o.out_dir << " (continue with --resume " << o.out_dir << ")";
