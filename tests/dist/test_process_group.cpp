@@ -159,6 +159,17 @@ TEST(ProcessGroup, SendAndRecvAroundTheRing) {
   EXPECT_EQ(in.to_vector<float>(), std::vector<float>(1000, static_cast<float>(prev)));
 }
 
+// Every rank sends to the next and receives from the one before in one blocking call each: with
+// 1 MB messages (past MPI's eager limit) two blocking sends facing each other would wait forever.
+TEST(ProcessGroup, SendRecvExchangesWithoutDeadlock) {
+  const int rank = group().rank(), size = group().size();
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  Tensor out = Tensor::full({1 << 18}, static_cast<double>(rank)), in = Tensor::zeros({1 << 18});
+  group().send_recv(out, next, in, prev, 5);
+  EXPECT_EQ(in.to_vector<float>(), std::vector<float>(1 << 18, static_cast<float>(prev)));
+  EXPECT_THROW(group().send_recv(out, rank, in, prev), IndexError);
+}
+
 // A message of the wrong size is received whole and refused: the receiver gets a ShapeError naming
 // both sizes, and the group goes on working.
 TEST(ProcessGroup, ARecvOfTheWrongSizeIsRefused) {

@@ -287,6 +287,9 @@ bool ProcessGroup::any(bool flag) {
 }
 void ProcessGroup::send(const Tensor& t, int to, int tag) { blocking([&] { return send_async(t, to, tag); }); }
 void ProcessGroup::recv(Tensor& t, int from, int tag) { blocking([&] { return recv_async(t, from, tag); }); }
+void ProcessGroup::send_recv(const Tensor& out, int to, Tensor& in, int from, int tag) {
+  blocking([&] { return send_recv_async(out, to, in, from, tag); });
+}
 
 Work ProcessGroup::issue(const char* op, int64_t bytes, std::vector<Tensor> keep_alive, std::function<void()> run) {
   Work work;
@@ -484,6 +487,26 @@ Work ProcessGroup::recv_async(Tensor& t, int from, int tag) {
                            dtype_name(t.dtype()), " ", shape_str(t.shape()), " holds ", bytes));
     }
     mpi_check(MPI_Recv(t.data_ptr(), bytes, MPI_BYTE, from, tag, comm_->comm, MPI_STATUS_IGNORE), "MPI_Recv");
+  });
+}
+
+Work ProcessGroup::send_recv_async(const Tensor& out, int to, Tensor& in, int from, int tag) {
+  check_tensor(out, "send_recv");
+  check_tensor(in, "send_recv");
+  WEFT_CHECK(to >= 0 && to < size_ && to != rank_ && from >= 0 && from < size_ && from != rank_, IndexError,
+             "send_recv: ranks ", to, " and ", from, " must be other ranks of this group of ", size_, " (this is rank ",
+             rank_, ")");
+  WEFT_CHECK(tag >= 0, ValueError, "send_recv: tag must be >= 0, got ", tag);
+  const int out_bytes = byte_count(out, "send_recv"), in_bytes = byte_count(in, "send_recv");
+  return issue("send_recv", out.nbytes() + in.nbytes(), {out, in}, [this, out, to, in, from, tag, out_bytes, in_bytes]() mutable {
+    MPI_Status status;
+    mpi_check(MPI_Sendrecv(out.data_ptr(), out_bytes, MPI_BYTE, to, tag, in.data_ptr(), in_bytes, MPI_BYTE, from, tag,
+                           comm_->comm, &status),
+              "MPI_Sendrecv");
+    int received = 0;
+    MPI_Get_count(&status, MPI_BYTE, &received);
+    WEFT_CHECK(received == in_bytes, ShapeError, "send_recv: rank ", from, " sent ", received, " bytes, but the tensor ",
+               dtype_name(in.dtype()), " ", shape_str(in.shape()), " holds ", in_bytes);
   });
 }
 

@@ -126,6 +126,11 @@ class ProcessGroup {
   Work send_async(const Tensor& t, int to, int tag = 0);
   void recv(Tensor& t, int from, int tag = 0);
   Work recv_async(Tensor& t, int from, int tag = 0);
+  // Sends `out` to `to` and receives `in` from `from` in one operation (MPI_Sendrecv): two ranks
+  // that send to each other at once cannot deadlock, as two blocking sends could (a pipeline's
+  // activations going forward while gradients come back).
+  void send_recv(const Tensor& out, int to, Tensor& in, int from, int tag = 0);
+  Work send_recv_async(const Tensor& out, int to, Tensor& in, int from, int tag = 0);
 
   struct Status {
     OpRecord issued, completed;

@@ -30,12 +30,12 @@ class Embedding : public Module {
   void reset_parameters(Generator& gen = default_generator());
   std::string extra_repr() const override;
 
+  // A module named `name` holding `weight` [num_embeddings, dim] as it is, drawing nothing (the
+  // slices and copies that tensor and pipeline parallelism cut from a whole model's table).
+  Embedding(const char* name, Tensor weight);
+
   const int64_t num_embeddings, embedding_dim;
   Tensor weight;
-
- protected:
-  // `weight` [num_embeddings, dim] as it is, drawing nothing.
-  Embedding(const char* name, Tensor weight);
 };
 
 }  // namespace weft::nn
