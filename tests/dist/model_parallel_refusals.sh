@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every rank of a launch refuses a model-parallel layout it cannot run, alike: one line naming what
+# Every rank of a launch refuses a tensor- or pipeline-parallel layout it cannot run, alike: one line naming what
 # is wrong on each rank, exit status 2, and no hang (mpirun --timeout ends one).
 # Usage: model_parallel_refusals.sh WEFT MPIEXEC
 weft=$1
@@ -29,4 +29,8 @@ refuses 2 "weft: --tp 4: must divide the launch's 2 ranks" --parallel tp --tp 4
 refuses 4 "weft: --tp 3: must divide the launch's 4 ranks" --parallel dp,tp --tp 3 --heads 3 --dim 24
 refuses 2 "weft: --parallel: --tp 2 needs --parallel tp" --tp 2
 refuses 2 "weft: --tp: --parallel tp needs the tensor-parallel size, --tp 2 or more" --parallel tp
+refuses 2 "weft: --pp 2: the GPT's 1 blocks cannot make 2 stages (--layers must be at least --pp)" --parallel pp --pp 2 --pp-schedule gpipe --layers 1
+refuses 2 "weft: --pp-schedule 1f1b: needs at least as many micro-batches (--grad-accum) as stages (--pp 2), got 1" --parallel pp --pp 2
+refuses 2 "weft: --pp 4: must divide the launch's 2 ranks" --parallel pp --pp 4 --pp-schedule gpipe
+refuses 2 "weft: --parallel: --pp 2 needs --parallel pp" --pp 2
 exit $failed

@@ -4,6 +4,7 @@
 // trains in-process over the world group and rank 0 compares the two checkpoints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -227,6 +228,65 @@ TEST(TrainTensorParallel, SplitLayersTakeOneProcesssStepsAndResumeAtAnySize) {
     const auto single_state = tensors_in(dir + "/single/optimizer.safetensors");
     for (const auto& [name, tp] : runs) {
       const io::MergedShards merged = io::merge_shards(io::current_checkpoint(str(dir, "/", name)));
+      EXPECT_LE(largest_difference(single_model, {merged.tensors.begin(), merged.tensors.end()}), 1e-5)
+          << name << " parameters on " << size << " ranks";
+      EXPECT_LE(largest_difference(single_state, merged.companions), 1e-5) << name << " optimizer state";
+    }
+    EXPECT_LE(largest_difference(dir + "/single/model.safetensors", dir + "/resumed_single/model.safetensors"), 1e-5);
+    std::filesystem::remove_all(dir);
+  }
+  group().barrier();
+}
+
+// Pipeline parallel (--parallel pp) with either schedule, alone on 2 and 4 ranks and with 2 data-
+// parallel replicas on 4, takes one process's steps; its sharded checkpoint resumes in one process
+// and at another number of stages.
+TEST(TrainPipeline, StagesTakeOneProcesssStepsWithEitherScheduleAndResume) {
+  const int rank = group().rank(), size = group().size();
+  const std::unique_ptr<ProcessGroup> one = group().split(rank, 0);
+  const std::string dir = shared_directory("pp");
+  train::TrainOptions o = tiny_gpt(4);
+  o.text.layers = 4;
+  o.grad_accum = 4;
+  o.threads = 1;
+  o.schedule = "constant";
+  o.clip_grad = 0.01;  // every step clipped by the norm over all the stages
+  auto run = [&](ProcessGroup& g, int64_t pp, const char* schedule, int64_t steps, const std::string& out,
+                 const std::string& resume) {
+    train::TrainOptions r = o;
+    r.parallel = pp > 1 ? "pp" : "";
+    r.pp = pp;
+    r.pp_schedule = schedule;
+    r.steps = steps;
+    r.out_dir = out;
+    r.resume_dir = resume;
+    std::ostringstream log;
+    EXPECT_EQ(train::train(r, log, false, g).steps, steps) << out << ": " << log.str();
+    return log.str();
+  };
+  if (rank == 0) run(*one, 1, "1f1b", 4, dir + "/single", "");
+  std::vector<std::string> names;
+  for (int64_t pp : {int64_t{2}, int64_t{size}}) {
+    for (const char* schedule : {"gpipe", "1f1b"}) {
+      const std::string name = str("pp", pp, "_", schedule);
+      if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+      names.push_back(name);
+      const std::string log = run(group(), pp, schedule, 4, dir + "/" + name, "");
+      if (rank == 0 && size / pp == 2) {
+        EXPECT_NE(log.find("ranks: pipeline groups (stage by stage) [0 2] [1 3]; data-parallel groups [0 1] [2 3]"),
+                  std::string::npos) << log;
+      }
+    }
+  }
+  run(group(), 2, "gpipe", 2, dir + "/half", "");
+  run(group(), size, "1f1b", 4, dir + "/resumed", dir + "/half");
+  names.push_back("resumed");
+  if (rank == 0) {
+    run(*one, 1, "1f1b", 4, dir + "/resumed_single", dir + "/half");
+    const auto single_model = tensors_in(dir + "/single/model.safetensors");
+    const auto single_state = tensors_in(dir + "/single/optimizer.safetensors");
+    for (const std::string& name : names) {
+      const io::MergedShards merged = io::merge_shards(io::current_checkpoint(dir + "/" + name));
       EXPECT_LE(largest_difference(single_model, {merged.tensors.begin(), merged.tensors.end()}), 1e-5)
           << name << " parameters on " << size << " ranks";
       EXPECT_LE(largest_difference(single_state, merged.companions), 1e-5) << name << " optimizer state";

@@ -144,7 +144,9 @@ PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule sched
       in_flight[pass.micro] = {input, output};
       result.max_in_flight = std::max(result.max_in_flight, static_cast<int64_t>(in_flight.size()));
       if (!last) {
-        const Tensor sent = output.detach().contiguous();
+        WEFT_CHECK(output.shape() == stage.activation, ShapeError, "pipeline: stage ", s, " produced ",
+                   shape_str(output.shape()), ", the stages pass on ", shape_str(stage.activation));
+        const Tensor sent = Tensor::empty(stage.activation, stage.dtype).copy_(output.detach());
         if (next_is_other_kind) {  // Megatron's send_forward_recv_backward
           received = buffer();
           communicate([&] { group.send_recv(sent, static_cast<int>(s + 1), received, static_cast<int>(s + 1)); });
@@ -163,7 +165,8 @@ PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule sched
         received = buffer();
         communicate([&] { group.recv(received, static_cast<int>(s + 1)); });
       }
-      output.backward(received);
+      output.backward(received.dtype() == output.dtype() ? received
+                                                         : Tensor::empty(output.shape(), output.dtype()).copy_(received));
       received = Tensor();
     }
     output = Tensor();
@@ -178,6 +181,24 @@ PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule sched
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
+}
+
+namespace {
+
+// The first block of `stage`: L / P blocks each, the remainder one more to the first stages.
+int64_t first_block_of(int64_t stage, int64_t layers, int64_t stages) {
+  return stage * (layers / stages) + std::min(stage, layers % stages);
+}
+
+}  // namespace
+
+int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages) {
+  if (name.starts_with("ln_f.")) return stages - 1;
+  if (!name.starts_with("h.")) return 0;
+  const int64_t block = std::stoll(name.substr(2, name.find('.', 2) - 2));
+  int64_t stage = 0;
+  while (stage + 1 < stages && first_block_of(stage + 1, layers, stages) <= block) ++stage;
+  return stage;
 }
 
 namespace {
@@ -203,10 +224,9 @@ GPTStage::GPTStage(const nn::GPT& whole, int64_t stage_index, int64_t stage_coun
         WEFT_CHECK(stage_count >= 1 && stage_count <= whole.config.layers, ValueError, "--pp ", stage_count,
                    ": the GPT's ", whole.config.layers, " blocks cannot make ", stage_count,
                    " stages (--layers must be at least --pp)");
-        const int64_t base = whole.config.layers / stage_count, extra = whole.config.layers % stage_count;
-        return stage_index * base + std::min(stage_index, extra);
+        return first_block_of(stage_index, whole.config.layers, stage_count);
       }()),
-      end_block(first_block + whole.config.layers / stage_count + (stage_index < whole.config.layers % stage_count)),
+      end_block(first_block_of(stage_index + 1, whole.config.layers, stage_count)),
       config(whole.config) {
   const bool first = stage == 0, last = stage == stages - 1;
   if (first) {

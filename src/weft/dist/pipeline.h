@@ -57,7 +57,8 @@ PipelineTimeline pipeline_timeline(PipelineSchedule schedule, int64_t stages, in
 // One stage's share of a model. `forward(input, micro)` runs the stage's layers: the first stage's
 // input is the micro-batch itself (not differentiated), a later stage's the activation received
 // from the one before; the last stage's output is the micro-batch's loss, a scalar, whose backward
-// starts the step's. `activation` is the shape and dtype every stage passes on.
+// starts the step's. `activation` is the shape and dtype every stage passes on (an output in
+// another dtype, under autocast, is converted for the wire, and its gradient back).
 struct StageFunction {
   std::function<Tensor(const Tensor& input, int64_t micro)> forward;
   Shape activation;
@@ -83,6 +84,10 @@ PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule sched
 // both hold "wte.weight" (the lookup and the projection); tie_gradients sums its gradient between
 // them after each step's backward, as Megatron-LM does, so both take the same update. Fewer blocks
 // than stages → ValueError naming --pp.
+// The stage (of `stages`) holding the whole GPT's parameter `name`: the block's for "h.N...", the
+// last for the final norm, the first for the embeddings (the last holds a copy of wte.weight).
+int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages);
+
 class GPTStage : public nn::Module {
  public:
   GPTStage(const nn::GPT& whole, int64_t stage, int64_t stages);

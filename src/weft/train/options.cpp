@@ -43,7 +43,8 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
              *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
   check_flag("--memory-limit", memory_limit, {.min = 0});
-  if (!parallel.empty()) check_choice("--parallel", parallel, {"ddp", "dp", "zero1", "zero2", "zero3", "tp", "dp,tp"});
+  if (!parallel.empty())
+    check_choice("--parallel", parallel, {"ddp", "dp", "zero1", "zero2", "zero3", "tp", "dp,tp", "pp", "dp,pp"});
   check_flag("--tp", tp, {.min = 1, .max = 1 << 16});
   const bool tp_asked = parallel.ends_with("tp");
   WEFT_CHECK(tp_asked == (tp > 1), ValueError, tp_asked ? "--tp: --parallel " : "--parallel: --tp ",
@@ -54,9 +55,22 @@ void TrainOptions::validate() const {
              "--precision: fp16 is not trained under --parallel tp yet (its loss scaler's inf check would need every "
              "rank's slice of the gradients); use bf16, which needs no loss scaling");
   WEFT_CHECK(tp == 1 || !auto_batch, ValueError, "--auto-batch: not under --parallel tp yet");
+  check_flag("--pp", pp, {.min = 1, .max = 1 << 16});
+  const bool pp_asked = parallel.ends_with("pp");
+  WEFT_CHECK(pp_asked == (pp > 1), ValueError, pp_asked ? "--pp: --parallel " : "--parallel: --pp ",
+             pp_asked ? str(parallel, " needs the number of pipeline stages, --pp 2 or more") : str(pp, " needs --parallel pp"));
+  check_choice("--pp-schedule", pp_schedule, {"gpipe", "1f1b"});
+  WEFT_CHECK(pp == 1 || model == "gpt", ValueError, "--parallel pp: cuts the GPT's blocks into stages; --model ", model,
+             " has no pipeline version");
+  WEFT_CHECK(pp == 1 || pp_schedule != "1f1b" || grad_accum >= pp, ValueError, "--pp-schedule 1f1b: needs at least as "
+             "many micro-batches (--grad-accum) as stages (--pp ", pp, "), got ", grad_accum);
+  WEFT_CHECK(pp == 1 || (precision != amp::Precision::fp16 && !auto_batch && !checkpoint_activations), ValueError,
+             "--parallel pp: not with ", precision == amp::Precision::fp16 ? "--precision fp16" : auto_batch ? "--auto-batch" : "--checkpoint-activations",
+             " yet");
+  WEFT_CHECK(!print_schedule || pp > 1, ValueError, "--print-schedule: draws the pipeline of --parallel pp");
   if (!grad_compress.empty()) check_choice("--grad-compress", grad_compress, {"bf16", "fp16"});
   check_flag("--sync-every", sync_every, {.min = 1, .max = kMaxSteps});
-  const bool ddp = !parallel.starts_with("zero") && !parallel.ends_with("tp");
+  const bool ddp = !parallel.starts_with("zero") && !parallel.ends_with("tp") && !parallel.ends_with("pp");
   WEFT_CHECK(grad_compress.empty() || ddp, ValueError, "--grad-compress: compresses DDP's all-reduce; not under --parallel ",
              parallel);
   WEFT_CHECK(sync_every == 1 || (ddp && grad_compress.empty()), ValueError, "--sync-every: local SGD replaces DDP's "
@@ -109,7 +123,7 @@ nlohmann::json TrainOptions::to_json() const {
                       {"batch_size", or_null(batch_size)}, {"optimizer", optim::optimizer_name(optimizer)}, {"lr", or_null(lr)},
                       {"weight_decay", or_null(weight_decay)}, {"schedule", schedule}, {"warmup", or_null(warmup)},
                       {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)},
-                      {"master_weights", master_weights}, {"parallel", parallel}, {"tp", tp}, {"grad_compress", grad_compress}, {"sync_every", sync_every}, {"bucket_mb", bucket_mb},
+                      {"master_weights", master_weights}, {"parallel", parallel}, {"tp", tp}, {"pp", pp}, {"pp_schedule", pp_schedule}, {"grad_compress", grad_compress}, {"sync_every", sync_every}, {"bucket_mb", bucket_mb},
                       {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},

@@ -79,6 +79,11 @@ struct TrainOptions {
   // batch-size / replicas.
   std::string parallel;
   int64_t tp = 1;  // --tp: ranks per tensor-parallel group
+  // pp (or "dp,pp"): the GPT's blocks in `pp` stages, one per rank (dist/pipeline.h), the step's
+  // --grad-accum micro-batches flowing through them by `pp_schedule`, gpipe | 1f1b.
+  int64_t pp = 1;
+  std::string pp_schedule = "1f1b";
+  bool print_schedule = false;  // draw the pipeline's timeline at the start
   // Communicating less under DDP: gradients all-reduced in 16 bits ("bf16" | "fp16"; "": their
   // own), or local SGD, parameters averaged every `sync_every` steps instead of gradients every step.
   std::string grad_compress;
@@ -116,6 +121,7 @@ struct TrainOptions {
   // --parallel's data-parallel part: ddp (also for dp, "" and a tp alone) or zero1 | zero2 | zero3.
   std::string data_parallel() const;
   bool tensor_parallel() const { return tp > 1; }
+  bool pipeline_parallel() const { return pp > 1; }
   // Every field against what its flag accepts: ValueError naming the first flag that is not. The
   // CLI calls it as soon as the flags are parsed, train() before it reads anything.
   void validate() const;

@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -39,6 +40,7 @@
 #include "weft/optim/schedule.h"
 #include "weft/optim/sgd.h"
 #include "weft/train/checkpoint.h"
+#include "weft/train/pipeline_training.h"
 #include "weft/train/step.h"
 #include "weft/train/task.h"
 
@@ -401,12 +403,27 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     tp_group = group.split(rank / tp, rank);
     replica_group = group.split(rank % tp, rank);
   }
+  // Pipeline stages are the outermost dimension (Megatron's again): stage s of replica d is rank
+  // s * replicas + d, so a pipeline group is every replicas-th rank.
+  const int pp = static_cast<int>(options.pp);
+  WEFT_CHECK(world % pp == 0, ValueError, "--pp ", pp, ": must divide the launch's ", world,
+             " ranks (the ranks / pp that remain are data-parallel replicas)");
+  std::unique_ptr<dist::ProcessGroup> pp_group;
+  if (pp > 1) {
+    pp_group = group.split(rank % (world / pp), rank);
+    replica_group = group.split(rank / (world / pp), rank);
+  }
+  const dist::PipelineSchedule pp_schedule = dist::parse_pipeline_schedule(options.pp_schedule);
   dist::ProcessGroup& data_group = replica_group ? *replica_group : group;
   const int replicas = data_group.size(), replica = data_group.rank();
   const bool data_parallel = replicas > 1;
-  const LossFn loss_fn = tp_group ? LossFn([&tp_ranks = *tp_group](const Tensor& logits, const Tensor& targets) {
-    return dist::vocab_parallel_cross_entropy(logits, targets, tp_ranks, Reduction::sum);
-  }) : LossFn(summed_cross_entropy);
+  // The loss of a micro-batch's outputs: under pipeline parallelism only evaluation asks for it
+  // (the step computes its own on the last stage).
+  const LossFn loss_fn = tp_group   ? LossFn([&tp_ranks = *tp_group](const Tensor& logits, const Tensor& targets) {
+                                      return dist::vocab_parallel_cross_entropy(logits, targets, tp_ranks, Reduction::sum);
+                                    })
+                         : pp_group ? pipeline_loss(*pp_group)
+                                    : LossFn(summed_cross_entropy);
   TrainOptions o = options;
   std::ostream nowhere(nullptr);
   std::ostream& log = rank == 0 ? rank0_log : nowhere;
@@ -461,6 +478,17 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   const int64_t whole_params = model->num_parameters();  // each tensor-parallel rank holds a share
   dist::TensorParallelLayout tp_layout;
   if (tp_group) tp_layout = dist::parallelize_gpt(dynamic_cast<nn::GPT&>(*model), *tp_group);
+  // Under pipeline parallelism the model is this rank's stage (the rest of the whole goes with it);
+  // `whole_names` keeps every parameter's name and shape for the checkpoint's index.
+  std::shared_ptr<dist::GPTStage> stage;
+  std::shared_ptr<PipelineForward> pipeline_forward;
+  std::vector<std::pair<std::string, Shape>> whole_names;
+  if (pp_group) {
+    for (const auto& [name, p] : model->named_parameters()) whole_names.emplace_back(name, p.shape());
+    stage = std::make_shared<dist::GPTStage>(dynamic_cast<nn::GPT&>(*model), pp_group->rank(), pp);
+    model = stage;
+    pipeline_forward = std::make_shared<PipelineForward>(stage, *pp_group);
+  }
   const std::optional<DType> low_precision = amp::compute_dtype(o.precision);
   // --master-weights: the optimizer takes the f32 initialisation as its masters, and the model
   // goes to bf16; each step writes the masters, rounded, back into it.
@@ -515,7 +543,24 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   int64_t saved_plan = 0;
   if (!o.resume_dir.empty()) {
     if (zero) zero->gather_parameters();
-    if (tp_group) {
+    if (stage) {
+      // Saved with any layout: the checkpoint goes into a whole model, and each stage takes its own
+      // parameters and their optimizer state.
+      std::shared_ptr<nn::Module> whole = task->make_model(false);
+      if (o.master_weights) whole->to(*low_precision);
+      const OptimizerStateIO picking{
+          .name = optimizer->name(), .save = {}, .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
+            WEFT_CHECK(keyed_by_name, FormatError, "--parallel pp: ", o.resume_dir, " keys its optimizer state by "
+                       "position (an older weft); resume it without pipeline parallelism once to rewrite it");
+            optimizer_io.load(stage_state(dict, *stage), true);
+          }};
+      state = load_checkpoint(o.resume_dir, *whole, task->model_name(), picking);
+      std::map<std::string, Tensor> weights;
+      for (const auto& [name, tensor] : whole->state_dict()) weights[name] = tensor;
+      nn::StateDict mine;
+      for (const auto& [name, tensor] : stage_state(weights, *stage)) mine.insert(name, tensor);
+      model->load_state_dict(mine);
+    } else if (tp_group) {
       // Saved at any tensor-parallel size, or none: the checkpoint goes into a whole model, and
       // each rank takes its slices of the weights and of the optimizer's state.
       std::shared_ptr<nn::Module> whole = task->make_model(false);
@@ -562,11 +607,31 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     for (Tensor& p : model->parameters()) data_group.broadcast(p, 0);
     for (auto& [name, buffer] : model->named_buffers()) data_group.broadcast(buffer, 0);
   }
-  if (data_parallel && !zero && !local_sgd)
+  if (data_parallel && !zero && !local_sgd && !stage)
     ddp.emplace(*model, data_group,
                 dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap, .compress = wire});
   dist::GradientSync* sync = ddp ? static_cast<dist::GradientSync*>(&*ddp) : zero ? &*zero : nullptr;
   int64_t micro_batch = rank_batch / o.grad_accum;
+  // One step's gradients: accumulate_step's micro-batches, or the pipeline's schedule, whose
+  // replicas then average their gradients (after the pipeline's flush, as Megatron's DDP does).
+  double pipeline_idle = 0, pipeline_busy = 0;
+  auto take_gradients = [&](const data::Batch& batch, optim::BackwardGradNorm* norm) {
+    if (!stage)
+      return accumulate_step(*model, loss_fn, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr,
+                             state.step, log, task->tallies_accuracy(), norm, sync);
+    const PipelineTally t = pipeline_step(*stage, *pp_group, pp_schedule, *optimizer, batch, o.grad_accum, low_precision);
+    if (data_parallel) {
+      NoGradGuard no_grad;
+      for (const Tensor& p : model->parameters()) {
+        if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), p.dtype()));
+        Tensor grad = p.grad();
+        data_group.all_reduce(grad, dist::ReduceOp::avg);
+      }
+    }
+    pipeline_idle += t.pipeline.idle_seconds;
+    pipeline_busy += t.pipeline.seconds;
+    return t.tally;
+  };
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
              ValueError, "--epochs: must be at most ", shortest(static_cast<double>(kMaxSteps) / steps_per_epoch),
              " at ", steps_per_epoch, " steps per epoch (a run is at most ", kMaxSteps, " steps), got '",
@@ -585,8 +650,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     double seconds = 0;
     for (int i = 0; i < 5; ++i) {
       const Clock::time_point t = Clock::now();
-      accumulate_step(*model, loss_fn, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step, log,
-                      task->tallies_accuracy(), nullptr, sync);
+      take_gradients(batch, nullptr);
       if (i >= 2) seconds += seconds_since(t);
     }
     optimizer->zero_grad();
@@ -637,11 +701,14 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                   {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
                   {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
                   {"out", o.out_dir}, {"parallel", !distributed ? "none" : o.parallel.empty() ? "ddp" : o.parallel},
-                  {"ranks", world}, {"tp", tp}, {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
+                  {"ranks", world}, {"tp", tp}, {"pp", pp}, {"pp_schedule", options.pp_schedule}, {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
                   {"sync_every", o.sync_every}, {"all_reduced_bytes_per_step", ddp ? ddp->all_reduced_bytes() : 0}};
   log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
       << " samples, " << steps_per_epoch << " per epoch";
   if (tp_group) log << "; tensor parallel over " << tp << " ranks";
+  if (stage)
+    log << "; a pipeline of " << pp << " stages (" << options.pp_schedule << ", " << o.grad_accum
+        << " micro-batches of " << micro_batch << ")";
   if (ddp)
     log << "; data parallel on " << replicas << ranks_name << ", " << rank_batch << " samples each, gradients all-reduced in "
         << ddp->buckets() << " buckets" << (o.ddp_overlap ? " during backward" : " after backward") << ", "
@@ -655,17 +722,25 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                                                                    : "optimizer states, gradients and parameters")
         << " sharded in " << zero->buckets() << (zero_stage == 3 ? " layers" : " buckets");
   log << "\n";
-  if (tp_group) {
-    auto groups = [&](bool tensor) {
-      std::string text;
-      for (int g = 0; g < (tensor ? replicas : tp); ++g) {
-        text += g == 0 ? "[" : " [";
-        for (int i = 0; i < (tensor ? tp : replicas); ++i) text += str(i == 0 ? "" : " ", tensor ? g * tp + i : i * tp + g);
-        text += "]";
-      }
-      return text;
-    };
-    log << "ranks: tensor-parallel groups " << groups(true) << "; data-parallel groups " << groups(false) << "\n";
+  // `count` groups of `size` ranks, rank_of(group, i) the i-th of each: "[0 1] [2 3]".
+  auto groups = [](int count, int size, const std::function<int(int, int)>& rank_of) {
+    std::string text;
+    for (int g = 0; g < count; ++g) {
+      text += g == 0 ? "[" : " [";
+      for (int i = 0; i < size; ++i) text += str(i == 0 ? "" : " ", rank_of(g, i));
+      text += "]";
+    }
+    return text;
+  };
+  if (tp_group)
+    log << "ranks: tensor-parallel groups " << groups(replicas, tp, [&](int g, int i) { return g * tp + i; })
+        << "; data-parallel groups " << groups(tp, replicas, [&](int g, int i) { return i * tp + g; }) << "\n";
+  if (stage) {
+    log << "ranks: pipeline groups (stage by stage) " << groups(replicas, pp, [&](int g, int i) { return i * replicas + g; })
+        << "; data-parallel groups " << groups(pp, replicas, [&](int g, int i) { return g * replicas + i; }) << "\n";
+    if (o.print_schedule)
+      log << dist::pipeline_timeline(pp_schedule, pp, o.grad_accum).draw() << "bubble: (p - 1) / (m + p - 1) = "
+          << fixed(100.0 * (pp - 1) / (o.grad_accum + pp - 1), 1) << "% of each stage's slots idle\n";
   }
 
   // The last checkpoint: the one resumed from, then each one saved ("": none).
@@ -695,6 +770,10 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
                               zero_shard(*zero, *model, *optimizer, param_names), state, task->checkpoint_metadata(),
                               save_files);
+    else if (stage)
+      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
+                              pipeline_shard(*stage, optimizer_io, whole_names, replicas, replica == 0), state,
+                              task->checkpoint_metadata(), save_files);
     else if (tp_group)
       save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
                               tensor_parallel_shard(*model, optimizer_io, tp_layout, tp_group->rank(), tp, replica == 0),
@@ -711,7 +790,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     Evaluation e;
     for (;;) {
       try {
-        e = task->evaluate(*model, eval_batch, loss_fn);
+        e = task->evaluate(pipeline_forward ? static_cast<nn::Module&>(*pipeline_forward) : *model, eval_batch, loss_fn);
         break;
       } catch (const OutOfMemoryError& error) {
         if (!o.auto_batch || eval_batch == 1) throw;
@@ -763,9 +842,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     }
     optim::set_scheduled_lr(*optimizer, *schedule, state.step);
     fail_rank_if_asked(rank, state.step + 1);
-    StepTally tally =
-        accumulate_step(*model, loss_fn, *optimizer, *batch, micro_batch, o.auto_batch, low_precision, scaler_ptr, state.step,
-                        log, task->tallies_accuracy(), backward_norm ? &*backward_norm : nullptr, sync);
+    StepTally tally = take_gradients(*batch, backward_norm ? &*backward_norm : nullptr);
     // What ends the run is decided once for every rank: a signal or the time limit one rank saw
     // first, a loss that stopped being a number on any; the loss and counts logged are the batch's.
     bool stop_now = !stop.received().empty(), time_up = o.time_limit > 0 && seconds_since(loop_start) >= o.time_limit;
@@ -775,11 +852,12 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
            time_up ? 1.0 : 0.0},
           {5});
       group.all_reduce(agreed, dist::ReduceOp::sum);
-      // The ranks of a tensor-parallel group count the same batch.
+      // The ranks of a tensor-parallel group, and the stages of a pipeline, count the same batch;
+      // a pipeline's last stage alone has its loss.
       const std::vector<double> a = agreed.to_vector<double>();
       tally.loss_sum = a[0] / tp;
-      items = static_cast<int64_t>(a[1]) / tp;
-      tally.correct = static_cast<int64_t>(a[2]) / tp;
+      items = static_cast<int64_t>(a[1]) / (tp * pp);
+      tally.correct = static_cast<int64_t>(a[2]) / (tp * pp);
       stop_now = a[3] > 0;
       time_up = a[4] > 0;
     }
@@ -795,6 +873,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
         if (scaler) scaler->unscale_(*optimizer);
         const double norm = zero            ? zero->grad_norm()
                             : tp_group      ? dist::tensor_parallel_grad_norm(*model, tp_layout, *tp_group)
+                            : stage         ? pipeline_grad_norm(*stage, *pp_group)
                             : backward_norm ? backward_norm->norm()
                                             : optim::grad_norm(model->parameters());
         grad_factor = optim::clip_coefficient(norm, clip_grad);
@@ -855,6 +934,17 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       if (bar) bar->finish(shown);
       break;
     }
+  }
+  if (stage) {  // what the stages spent waiting on each other, against the schedule's bubble
+    Tensor waited = Tensor::from_vector<double>({pipeline_idle, pipeline_busy}, {2});
+    pp_group->all_reduce(waited, dist::ReduceOp::sum);
+    const std::vector<double> w = waited.to_vector<double>();
+    const double measured = w[1] > 0 ? w[0] / w[1] : 0, bubble = (pp - 1.0) / (o.grad_accum + pp - 1.0);
+    result.setup["pipeline_idle_fraction"] = measured;
+    result.setup["pipeline_bubble"] = bubble;
+    log << "pipeline: the stages waited " << fixed(100 * measured, 1) << "% of their step time on a neighbour; the "
+        << "bubble of " << pp << " stages and " << o.grad_accum << " micro-batches, (p - 1) / (m + p - 1), is "
+        << fixed(100 * bubble, 1) << "%\n";
   }
   if (result.stopped_by.empty() || state.step == planned_steps) {
     result.stopped_by.clear();
