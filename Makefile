@@ -37,6 +37,8 @@ bench: build
 	@for b in build/bench/bench_*; do echo "== $$b"; $$b; done
 	@echo "== bench/train_vs_pytorch.py"
 	@OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/train_vs_pytorch.py build/weft
+	@echo "== bench/model_parallel.py"
+	@python3 bench/model_parallel.py build/weft
 	@echo "== bench/gpt_vs_pytorch.py"
 	@OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/gpt_vs_pytorch.py build/weft
 	@echo "== bench/mlp_inference_vs_pytorch.py"

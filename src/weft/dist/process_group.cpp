@@ -246,7 +246,7 @@ ProcessGroup::~ProcessGroup() {
 
 ProcessGroup::Status ProcessGroup::status() const {
   std::lock_guard lock(mutex_);
-  return {issued_, completed_};
+  return {issued_, completed_, bytes_issued_};
 }
 
 namespace {
@@ -297,6 +297,7 @@ Work ProcessGroup::issue(const char* op, int64_t bytes, std::vector<Tensor> keep
   work.state_->keep_alive = std::move(keep_alive);
   std::unique_lock lock(mutex_);
   issued_ = {issued_.seq + 1, op, bytes};
+  bytes_issued_ += bytes;
   work.state_->seq = issued_.seq;
   if (!comm_ || (run_here && queue_.empty() && !busy_)) {  // one rank, or an idle group: run it here
     const OpRecord record = issued_;

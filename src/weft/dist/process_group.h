@@ -25,7 +25,8 @@
 // tensors alive; the caller must not touch them until wait() returns.
 //
 // Sequence numbers: the n-th operation issued on a group is number n (from 1), the same on every
-// rank for collectives. status() gives the last issued and the last completed (number, op, bytes).
+// rank for collectives. status() gives the last issued and the last completed (number, op, bytes),
+// and the bytes of every operation issued so far.
 //
 // Watchdog (set_timeout, weft train's --comm-timeout): an operation still running after the
 // timeout means some rank never issued its side of it (stuck, or gone). A watchdog thread then
@@ -134,6 +135,7 @@ class ProcessGroup {
 
   struct Status {
     OpRecord issued, completed;
+    int64_t bytes_issued = 0;  // every operation's bytes so far (a send_recv's both ways)
   };
   Status status() const;
 
@@ -161,6 +163,7 @@ class ProcessGroup {
   };
   std::deque<Queued> queue_;
   OpRecord issued_, completed_, running_;  // running_: valid while busy_
+  int64_t bytes_issued_ = 0;
   std::chrono::steady_clock::time_point running_since_;
   bool stopping_ = false;
   bool busy_ = false;  // an operation is running (on the group's thread or a caller's)

@@ -815,6 +815,15 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   if (!o.profile_trace.empty()) profiler.emplace(o, planned_steps, *model);
 
   CachingAllocator::cpu().reset_peak_stats();
+  // The bytes this rank hands its groups' operations, data- and model-parallel, over the run.
+  auto bytes_communicated = [&] {
+    int64_t bytes = data_group.status().bytes_issued;
+    for (const auto* g : {tp_group.get(), pp_group.get()})
+      if (g) bytes += g->status().bytes_issued;
+    return bytes;
+  };
+  const int64_t bytes_before = bytes_communicated();
+  const int64_t first_step = state.step;
   const StopOnSignal stop;
   const Clock::time_point loop_start = Clock::now();
   double train_seconds = 0;
@@ -935,6 +944,8 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       break;
     }
   }
+  if (state.step > first_step)
+    result.setup["communicated_bytes_per_step"] = (bytes_communicated() - bytes_before) / (state.step - first_step);
   if (stage) {  // what the stages spent waiting on each other, against the schedule's bubble
     Tensor waited = Tensor::from_vector<double>({pipeline_idle, pipeline_busy}, {2});
     pp_group->all_reduce(waited, dist::ReduceOp::sum);
