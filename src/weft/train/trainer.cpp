@@ -543,41 +543,28 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   int64_t saved_plan = 0;
   if (!o.resume_dir.empty()) {
     if (zero) zero->gather_parameters();
-    if (stage) {
-      // Saved with any layout: the checkpoint goes into a whole model, and each stage takes its own
-      // parameters and their optimizer state.
+    if (stage || tp_group) {
+      // A split model resumes from a checkpoint of any layout: it goes into a whole model, and the
+      // rank takes its share (`mine`: its stage's parameters, or its slices) of the weights and of
+      // the optimizer's state, both keyed by the whole model's names.
+      const auto mine = [&](const std::map<std::string, Tensor>& whole_state) {
+        return stage ? stage_state(whole_state, *stage)
+                     : dist::slice_state_dict(whole_state, tp_layout, tp_group->rank(), tp);
+      };
       std::shared_ptr<nn::Module> whole = task->make_model(false);
       if (o.master_weights) whole->to(*low_precision);
-      const OptimizerStateIO picking{
+      const OptimizerStateIO sharing{
           .name = optimizer->name(), .save = {}, .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
-            WEFT_CHECK(keyed_by_name, FormatError, "--parallel pp: ", o.resume_dir, " keys its optimizer state by "
-                       "position (an older weft); resume it without pipeline parallelism once to rewrite it");
-            optimizer_io.load(stage_state(dict, *stage), true);
+            WEFT_CHECK(keyed_by_name, FormatError, "--parallel ", o.parallel, ": ", o.resume_dir, " keys its optimizer "
+                       "state by position (an older weft); resume it in one process once to rewrite it");
+            optimizer_io.load(mine(dict), true);
           }};
-      state = load_checkpoint(o.resume_dir, *whole, task->model_name(), picking);
+      state = load_checkpoint(o.resume_dir, *whole, task->model_name(), sharing);
       std::map<std::string, Tensor> weights;
       for (const auto& [name, tensor] : whole->state_dict()) weights[name] = tensor;
-      nn::StateDict mine;
-      for (const auto& [name, tensor] : stage_state(weights, *stage)) mine.insert(name, tensor);
-      model->load_state_dict(mine);
-    } else if (tp_group) {
-      // Saved at any tensor-parallel size, or none: the checkpoint goes into a whole model, and
-      // each rank takes its slices of the weights and of the optimizer's state.
-      std::shared_ptr<nn::Module> whole = task->make_model(false);
-      if (o.master_weights) whole->to(*low_precision);
-      const OptimizerStateIO slicing{
-          .name = optimizer->name(), .save = {}, .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
-            WEFT_CHECK(keyed_by_name, FormatError, "--parallel tp: ", o.resume_dir, " keys its optimizer state by "
-                       "position (an older weft); resume it without tensor parallelism once to rewrite it");
-            optimizer_io.load(dist::slice_state_dict(dict, tp_layout, tp_group->rank(), tp), true);
-          }};
-      state = load_checkpoint(o.resume_dir, *whole, task->model_name(), slicing);
-      std::map<std::string, Tensor> weights;
-      for (const auto& [name, tensor] : whole->state_dict()) weights[name] = tensor;
-      nn::StateDict mine;
-      for (const auto& [name, tensor] : dist::slice_state_dict(weights, tp_layout, tp_group->rank(), tp))
-        mine.insert(name, tensor);
-      model->load_state_dict(mine);
+      nn::StateDict local;
+      for (const auto& [name, tensor] : mine(weights)) local.insert(name, tensor);
+      model->load_state_dict(local);
     } else {
       state = load_checkpoint(o.resume_dir, *model, task->model_name(), optimizer_io);
     }
