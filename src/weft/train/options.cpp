@@ -65,7 +65,8 @@ void TrainOptions::validate() const {
   WEFT_CHECK(pp == 1 || pp_schedule != "1f1b" || grad_accum >= pp, ValueError, "--pp-schedule 1f1b: needs at least as "
              "many micro-batches (--grad-accum) as stages (--pp ", pp, "), got ", grad_accum);
   WEFT_CHECK(pp == 1 || (precision != amp::Precision::fp16 && !auto_batch && !checkpoint_activations), ValueError,
-             "--parallel pp: not with ", precision == amp::Precision::fp16 ? "--precision fp16" : auto_batch ? "--auto-batch" : "--checkpoint-activations",
+             "--parallel pp: not with ",
+             precision == amp::Precision::fp16 ? "--precision fp16" : auto_batch ? "--auto-batch" : "--checkpoint-activations",
              " yet");
   WEFT_CHECK(!print_schedule || pp > 1, ValueError, "--print-schedule: draws the pipeline of --parallel pp");
   if (!grad_compress.empty()) check_choice("--grad-compress", grad_compress, {"bf16", "fp16"});
@@ -115,15 +116,15 @@ void TrainOptions::validate() const {
   check_flag("--eval-windows", text.eval_windows, {.min = 0});
 }
 
-std::string TrainOptions::data_parallel() const { return parallel.starts_with("zero") ? parallel : "ddp"; }
-
 nlohmann::json TrainOptions::to_json() const {
   nlohmann::json j = {{"model", model}, {"steps", or_null(steps)}, {"epochs", or_null(epochs)},
                       {"time_limit", time_limit}, {"limit_train_batches", limit_train_batches},
                       {"batch_size", or_null(batch_size)}, {"optimizer", optim::optimizer_name(optimizer)}, {"lr", or_null(lr)},
                       {"weight_decay", or_null(weight_decay)}, {"schedule", schedule}, {"warmup", or_null(warmup)},
                       {"clip_grad", or_null(clip_grad)}, {"precision", amp::precision_name(precision)},
-                      {"master_weights", master_weights}, {"parallel", parallel}, {"tp", tp}, {"pp", pp}, {"pp_schedule", pp_schedule}, {"grad_compress", grad_compress}, {"sync_every", sync_every}, {"bucket_mb", bucket_mb},
+                      {"master_weights", master_weights}, {"parallel", parallel}, {"tp", tp}, {"pp", pp},
+                      {"pp_schedule", pp_schedule}, {"grad_compress", grad_compress}, {"sync_every", sync_every},
+                      {"bucket_mb", bucket_mb},
                       {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},

@@ -118,8 +118,6 @@ struct TrainOptions {
   TextOptions text;
 
   bool is_image_task() const { return model == "mlp" || model == "cnn"; }
-  // --parallel's data-parallel part: ddp (also for dp, "" and a tp alone) or zero1 | zero2 | zero3.
-  std::string data_parallel() const;
   bool tensor_parallel() const { return tp > 1; }
   bool pipeline_parallel() const { return pp > 1; }
   // Every field against what its flag accepts: ValueError naming the first flag that is not. The

@@ -434,7 +434,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   }
   check_precision(o.precision, log);
   const int64_t batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
-  const std::string ranks_name = tp > 1 ? " data-parallel replicas" : " ranks";
+  const std::string ranks_name = tp > 1 || pp > 1 ? " data-parallel replicas" : " ranks";
   WEFT_CHECK(batch_size % replicas == 0, ValueError, "--batch-size: is the global batch, split over the ", replicas,
              ranks_name, ", so it must be a multiple of ", replicas, ", got '", batch_size, "'");
   const int64_t rank_batch = batch_size / replicas;
@@ -475,7 +475,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
 
   manual_seed(o.seed);
   std::shared_ptr<nn::Module> model = task->make_model(o.checkpoint_activations);
-  const int64_t whole_params = model->num_parameters();  // each tensor-parallel rank holds a share
+  const int64_t whole_params = model->num_parameters();  // a tensor-parallel rank or a stage holds a share
   dist::TensorParallelLayout tp_layout;
   if (tp_group) tp_layout = dist::parallelize_gpt(dynamic_cast<nn::GPT&>(*model), *tp_group);
   // Under pipeline parallelism the model is this rank's stage (the rest of the whole goes with it);
