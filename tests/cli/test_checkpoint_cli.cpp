@@ -144,5 +144,36 @@ TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
   }
 }
 
+// oneDNN's f32 GEMM kernels point the stack pointer into the heap while they run, so a signal
+// handled on a thread inside one writes its frame over the heap (oneDNN issue #4845; mpirun's
+// SIGTERM crashed ranks so). In a running `weft train`, every thread but the one that waits for
+// them blocks SIGTERM and SIGINT: the kernels' threads (OpenMP's included) never take them.
+TEST(CheckpointCli, OnlyOneThreadTakesTheStopSignals) {
+  TempDir dir;
+  const std::string out = dir.file("run");
+  const pid_t pid = start_weft("train --model mlp --steps 1000000 --eval-every 0 --log-every 1 --threads 2 --out " + out,
+                               dir.file("log"));
+  ASSERT_GT(pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (records_in(out + "/metrics.jsonl") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const uint64_t stop_signals = (uint64_t{1} << (SIGTERM - 1)) | (uint64_t{1} << (SIGINT - 1));
+  int threads = 0, taking = 0;
+  for (const auto& task : fs::directory_iterator(str("/proc/", pid, "/task"))) {
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigBlk:", 0) != 0) continue;
+      ++threads;
+      if ((std::stoull(line.substr(7), nullptr, 16) & stop_signals) != stop_signals) ++taking;
+    }
+  }
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << io::read_file(dir.file("log"));
+  EXPECT_GE(threads, 3);  // main, OpenMP's second, the waiter
+  EXPECT_EQ(taking, 1) << "of " << threads << " threads";
+}
+
 }  // namespace
 }  // namespace weft::testing

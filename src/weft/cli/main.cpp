@@ -9,6 +9,7 @@
 
 #include "weft/cli/commands.h"
 #include "weft/core/error.h"
+#include "weft/train/stop_signals.h"
 
 // The whole line in one write: the ranks of an MPI launch share one stderr, and a line written in
 // pieces interleaves with another rank's.
@@ -17,6 +18,7 @@ std::string error_line(const std::string& message) { return "weft: " + message +
 }  // namespace
 
 int main(int argc, char** argv) {
+  weft::train::route_stop_signals_to_their_own_thread();
   CLI::App app{"weft: train, inspect and evaluate models, plan their memory, and see what the hardware does"};
   app.require_subcommand(1);
   std::function<void()> run;

@@ -1,7 +1,5 @@
 #include "weft/train/trainer.h"
 
-#include <signal.h>
-
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -42,47 +40,12 @@
 #include "weft/train/checkpoint.h"
 #include "weft/train/pipeline_training.h"
 #include "weft/train/step.h"
+#include "weft/train/stop_signals.h"
 #include "weft/train/task.h"
 
 namespace weft::train {
 
 namespace {
-
-volatile std::sig_atomic_t stop_signal = 0;
-extern "C" void request_stop(int signal) { stop_signal = signal; }
-
-// SIGTERM (a spot instance's preemption notice, a scheduler's cancel) and SIGINT (Ctrl-C) during
-// training ask the loop to stop after the step in flight and save a checkpoint that --resume
-// continues exactly, instead of losing everything since the last one. A second signal ends the
-// process as the signal's default action does (SA_RESETHAND), for a user who does not want to
-// wait; interrupted system calls restart (SA_RESTART), so reads and writes in flight are not cut.
-// The previous handlers come back when training returns.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = request_stop;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND | SA_RESTART;
-    sigaction(SIGTERM, &action, &old_term_);
-    sigaction(SIGINT, &action, &old_int_);
-  }
-  ~StopOnSignal() {
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGINT, &old_int_, nullptr);
-  }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-
-  // "SIGTERM" or "SIGINT" once one arrived, else "".
-  std::string received() const {
-    return stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGINT ? "SIGINT" : "";
-  }
-
- private:
-  struct sigaction old_term_ {}, old_int_ {};
-};
 
 // Test-only fault injection, as WEFT_FAULT_AT (io/fault.h) is for saves: WEFT_FAULT_RANK=R:S makes
 // rank R stop responding before step S, as a rank stuck in a deadlock or on a dead mount would (the
