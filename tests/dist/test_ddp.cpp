@@ -14,19 +14,14 @@
 #include "weft/ops/reduce.h"
 #include "weft/optim/sgd.h"
 
+#include "dist/largest_difference.h"
+
 namespace weft::dist {
 namespace {
 
-ProcessGroup& group() { return ProcessGroup::world(); }
+using testing::largest_difference;
 
-double largest_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  double worst = 0;
-  for (size_t k = 0; k < a.size(); ++k) {
-    const std::vector<double> x = a[k].to_vector<double>(), y = b[k].to_vector<double>();
-    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  }
-  return worst;
-}
+ProcessGroup& group() { return ProcessGroup::world(); }
 
 // Three SGD-with-momentum steps of the MLP on a batch of 8, against one process on all 8. The
 // ranks start from different weights: DDP's broadcast makes them rank 0's, which the reference

@@ -10,8 +10,12 @@
 #include "weft/ops/arith.h"
 #include "weft/ops/loss.h"
 
+#include "dist/largest_difference.h"
+
 namespace weft::dist {
 namespace {
+
+using testing::largest_difference;
 
 ProcessGroup& group() { return ProcessGroup::world(); }
 
@@ -64,14 +68,6 @@ Tensor tokens(int64_t micro, int64_t salt) {
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < kRows * kLength; ++i) ids.push_back((i * 7 + micro * 3 + salt) % kGpt.vocab);
   return Tensor::from_vector(ids, {kRows, kLength});
-}
-
-double largest_difference(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
 }
 
 // The loss of a step is the mean cross-entropy over all its predictions; each micro-batch adds its

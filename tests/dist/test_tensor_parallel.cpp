@@ -13,18 +13,14 @@
 #include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
 
+#include "dist/largest_difference.h"
+
 namespace weft::dist {
 namespace {
 
-ProcessGroup& group() { return ProcessGroup::world(); }
+using testing::largest_difference;
 
-double largest_difference(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
-}
+ProcessGroup& group() { return ProcessGroup::world(); }
 
 struct Wholes {
   nn::Linear first{8, 12}, second{12, 8};

@@ -19,8 +19,12 @@
 #include "weft/train/checkpoint.h"
 #include "weft/train/trainer.h"
 
+#include "dist/largest_difference.h"
+
 namespace weft::dist {
 namespace {
+
+using testing::largest_difference;
 
 ProcessGroup& group() { return ProcessGroup::world(); }
 
@@ -31,23 +35,6 @@ std::string shared_directory(const char* what) {
   return str("/tmp/weft_ddp_", what, "_", static_cast<int64_t>(id.item()));
 }
 
-// The largest difference between two sets of the same named tensors.
-double largest_difference(const std::map<std::string, Tensor>& x, const std::map<std::string, Tensor>& y) {
-  EXPECT_EQ(x.size(), y.size());
-  double worst = 0;
-  for (const auto& [name, a] : x) {
-    auto b = y.find(name);
-    if (b == y.end()) {
-      ADD_FAILURE() << name << " is missing";
-      continue;
-    }
-    const std::vector<double> u = a.to_vector<double>(), v = b->second.to_vector<double>();
-    EXPECT_EQ(u.size(), v.size()) << name;
-    for (size_t i = 0; i < u.size() && i < v.size(); ++i) worst = std::max(worst, std::abs(u[i] - v[i]));
-  }
-  return worst;
-}
-
 std::map<std::string, Tensor> tensors_in(const std::string& file) {
   const io::SafetensorsFile f = io::load_safetensors(file);
   return {f.tensors.begin(), f.tensors.end()};
@@ -55,6 +42,32 @@ std::map<std::string, Tensor> tensors_in(const std::string& file) {
 
 double largest_difference(const std::string& a, const std::string& b) {
   return largest_difference(tensors_in(a), tensors_in(b));
+}
+
+// Trains `o` for `steps` steps over `g` into `out`, resumed from `resume` unless empty; the log.
+std::string train_run(ProcessGroup& g, train::TrainOptions o, int64_t steps, const std::string& out,
+                      const std::string& resume) {
+  o.steps = steps;
+  o.out_dir = out;
+  o.resume_dir = resume;
+  std::ostringstream log;
+  EXPECT_EQ(train::train(o, log, false, g).steps, steps) << out << ": " << log.str();
+  return log.str();
+}
+
+// Each named run's sharded checkpoint in `dir`, its shards merged, holds the parameters and the
+// optimizer state one process saved in dir/single; and one process resumed from the split run's
+// dir/half reached dir/single's parameters too (dir/resumed_single).
+void expect_split_runs_hold_one_processs_state(const std::string& dir, const std::vector<std::string>& names) {
+  const auto single_model = tensors_in(dir + "/single/model.safetensors");
+  const auto single_state = tensors_in(dir + "/single/optimizer.safetensors");
+  for (const std::string& name : names) {
+    const io::MergedShards merged = io::merge_shards(io::current_checkpoint(dir + "/" + name));
+    EXPECT_LE(largest_difference(single_model, {merged.tensors.begin(), merged.tensors.end()}), 1e-5)
+        << name << " parameters on " << group().size() << " ranks";
+    EXPECT_LE(largest_difference(single_state, merged.companions), 1e-5) << name << " optimizer state";
+  }
+  EXPECT_LE(largest_difference(dir + "/single/model.safetensors", dir + "/resumed_single/model.safetensors"), 1e-5);
 }
 
 struct Case {
@@ -198,18 +211,14 @@ TEST(TrainTensorParallel, SplitLayersTakeOneProcesssStepsAndResumeAtAnySize) {
     train::TrainOptions r = o;
     r.parallel = tp > 1 ? "tp" : "";
     r.tp = tp;
-    r.steps = steps;
-    r.out_dir = out;
-    r.resume_dir = resume;
-    std::ostringstream log;
-    EXPECT_EQ(train::train(r, log, false, g).steps, steps) << out << ": " << log.str();
-    return log.str();
+    return train_run(g, r, steps, out, resume);
   };
   if (rank == 0) run(*one, 1, 4, dir + "/single", "");
-  std::vector<std::pair<std::string, int64_t>> runs = {{"tp2", 2}};
-  if (size == 4) runs.insert(runs.end(), {{"tp4", 4}});
-  for (const auto& [name, tp] : runs) {
-    const std::string log = run(group(), tp, 4, str(dir, "/", name), "");
+  std::vector<std::string> names;
+  for (int64_t tp = 2; tp <= size; tp *= 2) {
+    const std::string name = str("tp", tp);
+    names.push_back(name);
+    const std::string log = run(group(), tp, 4, dir + "/" + name, "");
     if (rank == 0) {
       EXPECT_NE(log.find(str("tensor parallel over ", tp, " ranks")), std::string::npos) << log;
       if (size / tp == 2) {
@@ -221,18 +230,10 @@ TEST(TrainTensorParallel, SplitLayersTakeOneProcesssStepsAndResumeAtAnySize) {
   // Saved at tp 2 after 2 steps, resumed at tp = size (and on 4 ranks also at 1) for 2 more.
   run(group(), 2, 2, dir + "/half", "");
   run(group(), size, 4, dir + "/resumed", dir + "/half");
+  names.push_back("resumed");
   if (rank == 0) {
     run(*one, 1, 4, dir + "/resumed_single", dir + "/half");
-    runs.push_back({"resumed", size});
-    const auto single_model = tensors_in(dir + "/single/model.safetensors");
-    const auto single_state = tensors_in(dir + "/single/optimizer.safetensors");
-    for (const auto& [name, tp] : runs) {
-      const io::MergedShards merged = io::merge_shards(io::current_checkpoint(str(dir, "/", name)));
-      EXPECT_LE(largest_difference(single_model, {merged.tensors.begin(), merged.tensors.end()}), 1e-5)
-          << name << " parameters on " << size << " ranks";
-      EXPECT_LE(largest_difference(single_state, merged.companions), 1e-5) << name << " optimizer state";
-    }
-    EXPECT_LE(largest_difference(dir + "/single/model.safetensors", dir + "/resumed_single/model.safetensors"), 1e-5);
+    expect_split_runs_hold_one_processs_state(dir, names);
     std::filesystem::remove_all(dir);
   }
   group().barrier();
@@ -257,12 +258,7 @@ TEST(TrainPipeline, StagesTakeOneProcesssStepsWithEitherScheduleAndResume) {
     r.parallel = pp > 1 ? "pp" : "";
     r.pp = pp;
     r.pp_schedule = schedule;
-    r.steps = steps;
-    r.out_dir = out;
-    r.resume_dir = resume;
-    std::ostringstream log;
-    EXPECT_EQ(train::train(r, log, false, g).steps, steps) << out << ": " << log.str();
-    return log.str();
+    return train_run(g, r, steps, out, resume);
   };
   if (rank == 0) run(*one, 1, "1f1b", 4, dir + "/single", "");
   std::vector<std::string> names;
@@ -283,15 +279,7 @@ TEST(TrainPipeline, StagesTakeOneProcesssStepsWithEitherScheduleAndResume) {
   names.push_back("resumed");
   if (rank == 0) {
     run(*one, 1, "1f1b", 4, dir + "/resumed_single", dir + "/half");
-    const auto single_model = tensors_in(dir + "/single/model.safetensors");
-    const auto single_state = tensors_in(dir + "/single/optimizer.safetensors");
-    for (const std::string& name : names) {
-      const io::MergedShards merged = io::merge_shards(io::current_checkpoint(dir + "/" + name));
-      EXPECT_LE(largest_difference(single_model, {merged.tensors.begin(), merged.tensors.end()}), 1e-5)
-          << name << " parameters on " << size << " ranks";
-      EXPECT_LE(largest_difference(single_state, merged.companions), 1e-5) << name << " optimizer state";
-    }
-    EXPECT_LE(largest_difference(dir + "/single/model.safetensors", dir + "/resumed_single/model.safetensors"), 1e-5);
+    expect_split_runs_hold_one_processs_state(dir, names);
     std::filesystem::remove_all(dir);
   }
   group().barrier();
