@@ -42,6 +42,22 @@ TEST(PlanCliTest, JsonHasTheBreakdownFitAndStrategy) {
                                                  j["activations_bytes"].get<int64_t>());
 }
 
+// GPT-2 small (its vocabulary padded to a multiple of 64, as nanoGPT pads it) on 8 devices: 2 data-
+// parallel replicas of 2 stages x 2 tensor-parallel ranks. A row per stage in the JSON, and
+// the rows above them the larger stage's.
+TEST(PlanCliTest, SplitPlansHaveAStageEach) {
+  nlohmann::json j = plan_json("--model gpt --vocab 50304 --tp 2 --pp 2 --world 8 --batch 16 --grad-accum 4");
+  EXPECT_EQ(j["data_parallel"], 2);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  int64_t largest = 0;
+  for (const auto& stage : j["stages"]) largest = std::max(largest, stage["total_bytes"].get<int64_t>());
+  EXPECT_EQ(j["total_bytes"].get<int64_t>(), largest);
+  EXPECT_EQ(j["stages"][0]["in_flight"], 2);
+  EXPECT_EQ(j["stages"][1]["in_flight"], 1);
+  EXPECT_EQ(j["ddp_bucket_bytes"], 0);  // pipeline replicas average their gradients in place
+  EXPECT_GT(plan_json("--model gpt --vocab 50304 --tp 2 --world 4 --batch 8")["ddp_bucket_bytes"].get<int64_t>(), 0);
+}
+
 TEST(PlanCliTest, TextbookCases) {
   EXPECT_EQ(plan_json("--params 1e9")["params_bytes"], 4'000'000'000);
   nlohmann::json llama = plan_json("--params 70e9 --precision fp16");
@@ -90,6 +106,13 @@ TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
   expect_usage_error("--model cnn --world 3 --batch 128", "--world: must divide --batch (128) so that data parallelism gives each device batch / world samples, got '3'");
   expect_usage_error("--model cnn --zero 4", "--zero: must be a whole number from 0 to 3, got '4'");
   expect_usage_error("--model cnn --zero -1", "--zero: must be a whole number from 0 to 3");
+  expect_usage_error("--model cnn --tp 2 --world 2", "tensor and pipeline parallelism split a GPT");
+  expect_usage_error("--model gpt --tp 5 --world 5", "--tp 5: the GPT's 12 heads");
+  expect_usage_error("--model gpt --pp 13 --world 13 --grad-accum 13", "--layers must be at least --pp");
+  expect_usage_error("--model gpt --pp 4 --world 4", "--grad-accum: 1F1B over 4 stages needs at least 4 micro-batches");
+  expect_usage_error("--model gpt --tp 2 --pp 2 --world 6", "--world: must be a multiple of --tp x --pp (4)");
+  expect_usage_error("--model gpt --tp 0", "--tp: must be a positive whole number");
+  expect_usage_error("--model gpt --pp 2 --world 2 --grad-accum 2 --pp-schedule zigzag", "--pp-schedule");
   expect_usage_error("--layers 12 --hidden 768 --heads 5", "--heads: must divide --hidden (768)");
   expect_usage_error("--layers 0", "--layers: must be a positive whole number");
   expect_usage_error("--model gpt --vocab -1", "--vocab: must be a positive whole number");

@@ -205,6 +205,46 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
   }), "2^63"));
 }
 
+// Tensor and pipeline parallelism: the stages' shares add up to the whole GPT (the last stage's copy
+// of the tied embedding and the tensor-parallel ranks' whole norms and row biases counted where they
+// are held), 1F1B keeps fewer micro-batches than GPipe, and what weft train refuses is refused.
+TEST(PlannerTest, SplitPlansShareTheModelAndRefuseWhatTrainingRefuses) {
+  const nn::GPTConfig c{.layers = 4, .heads = 4, .dim = 128, .context = 64, .vocab = 512};
+  const int64_t whole = gpt_parameters(c), D = c.dim, V = c.vocab;
+  int64_t staged = 0;
+  for (int64_t s = 0; s < 3; ++s) staged += ModelDescription::gpt(c, {.pp = 3, .stage = s}).num_parameters();
+  EXPECT_EQ(staged, whole + V * D);
+  // Whole on every tensor-parallel rank: wpe, two norms a block and the final one, the row biases.
+  const int64_t replicated = c.context * D + c.layers * (4 * D + 2 * D) + 2 * D;
+  EXPECT_EQ(2 * ModelDescription::gpt(c, {.tp = 2}).num_parameters(), whole + replicated);
+  PlanRequest r{.batch = 16, .optimizer = OptimizerKind::adamw, .world = 2, .pp = 2, .micro_batches = 4};
+  r.pp_schedule = "gpipe";
+  const Plan gpipe = make_plan(ModelDescription::gpt(c), r);
+  r.pp_schedule = "1f1b";
+  const Plan one_f_one_b = make_plan(ModelDescription::gpt(c), r);
+  ASSERT_EQ(gpipe.stages.size(), 2u);
+  EXPECT_EQ(gpipe.stages[0].in_flight, 4);
+  EXPECT_EQ(one_f_one_b.stages[0].in_flight, 2);
+  EXPECT_EQ(one_f_one_b.stages[1].in_flight, 1);
+  EXPECT_LT(one_f_one_b.stages[0].activations_bytes, gpipe.stages[0].activations_bytes);
+  EXPECT_EQ(one_f_one_b.stages[0].params_bytes, gpipe.stages[0].params_bytes);
+
+  auto plan_with = [&](const ModelDescription& model, PlanRequest q) {
+    return message_of<ValueError>([&] { make_plan(model, q); });
+  };
+  const ModelDescription gpt = ModelDescription::gpt(c);
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 3, .tp = 3}), "--tp 3"));
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 5, .pp = 5, .micro_batches = 8}), "--layers must be at least --pp"));
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 3, .tp = 2}), "--world: must be a multiple of --tp x --pp"));
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 2, .pp = 2, .micro_batches = 1}),
+                       "1F1B over 2 stages needs at least 2 micro-batches"));
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .zero = 1, .world = 4, .tp = 2}), "--zero: not with --tp or --pp"));
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 2, .tp = 2, .micro_batches = 3}),
+                       "--grad-accum: must divide each replica's batch (8)"));
+  EXPECT_TRUE(contains(plan_with(ModelDescription::builtin("mlp"), {.batch = 8, .world = 2, .tp = 2}),
+                       "tensor and pipeline parallelism split a GPT"));
+}
+
 TEST(PlannerTest, ClassifierWithAnUnknownLayerIsRefusedByName) {
   auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Flatten>(),
                                                 std::make_shared<nn::Embedding>(10, 4));

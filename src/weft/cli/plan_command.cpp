@@ -20,7 +20,8 @@ struct PlanFlags {
   int64_t batch = 0;
   std::string precision = "fp32", optimizer = "adam", device = "H100";
   int zero = 0;
-  int64_t world = 1;
+  int64_t world = 1, tp = 1, pp = 1, grad_accum = 1;
+  std::string pp_schedule = "1f1b";
   bool checkpoint = false, json = false;
   // Which of the description flags were given, to reject contradictions.
   std::vector<std::string> architecture_flags;
@@ -57,8 +58,14 @@ std::string grouped(int64_t n) {
 }
 
 std::string describe_setup(const memory::PlanRequest& r, int64_t per_device_batch) {
+  std::string split;
+  if (r.tp > 1) split += str(", tensor parallel over ", r.tp);
+  if (r.pp > 1) split += str(", ", r.pp, " pipeline stages (", r.pp_schedule, ")");
+  if (r.micro_batches > 1) split += str(", ", r.micro_batches, " micro-batches");
+  const bool replicas = r.tp > 1 || r.pp > 1;
   return str(amp::precision_name(r.precision), ", ZeRO-", r.zero, " over ", r.world,
-             r.world == 1 ? " device" : " devices", " (batch ", r.batch, ", ", per_device_batch, " per device)",
+             r.world == 1 ? " device" : " devices", split, " (batch ", r.batch, ", ", per_device_batch,
+             replicas ? " per data-parallel replica)" : " per device)",
              r.checkpoint_activations ? ", activation checkpointing" : "");
 }
 
@@ -79,12 +86,24 @@ void print_plan(const memory::ModelDescription& model, const memory::Plan& p) {
   if (p.rounding_bytes > 0)
     std::cout << "  (the three rows above include " << memory::format_decimal_bytes(p.rounding_bytes)
               << " of allocator blocks beyond bytes x parameters: each tensor is its own allocation)\n";
+  if (p.bucket_bytes > 0) print_row("DDP buckets", p.bucket_bytes, "every gradient copied flat for the all-reduce");
   if (p.gathered_bytes > 0)
     print_row("ZeRO-3 gathered layer", p.gathered_bytes, "one layer's parameters and gradients in full");
   if (p.activations_known) print_row("activations (high-water)", p.activations_bytes, "");
   else std::printf("  %-26s %20s\n", "activations", "unknown");
   print_row("total (peak of the step)", p.total_bytes, "");
-  const int64_t sum = p.params_bytes + p.grads_bytes + p.optimizer_bytes + p.gathered_bytes + p.activations_bytes;
+  if (!p.stages.empty()) {
+    std::cout << "  (the rows above are the largest device's; every device of a stage holds the same)\n\n";
+    std::printf("  %-6s %12s %14s %14s %14s %14s %9s %14s\n", "stage", "parameters", "params B", "grads B",
+                "optimizer B", "activations B", "in flight", "total B");
+    for (const memory::StagePlan& s : p.stages)
+      std::printf("  %-6lld %12s %14s %14s %14s %14s %9lld %14s\n", static_cast<long long>(s.stage),
+                  grouped(s.parameters).c_str(), grouped(s.params_bytes).c_str(), grouped(s.grads_bytes).c_str(),
+                  grouped(s.optimizer_bytes).c_str(), grouped(s.activations_bytes).c_str(),
+                  static_cast<long long>(s.in_flight), grouped(s.total_bytes).c_str());
+  }
+  const int64_t sum =
+      p.params_bytes + p.grads_bytes + p.optimizer_bytes + p.bucket_bytes + p.gathered_bytes + p.activations_bytes;
   std::cout << "  peak during " << p.peak_at << "\n";
   if (p.activations_known && p.total_bytes < sum)
     std::cout << "  (" << memory::format_decimal_bytes(sum - p.total_bytes)
@@ -99,7 +118,7 @@ void print_plan(const memory::ModelDescription& model, const memory::Plan& p) {
               << memory::format_decimal_bytes(p.device.memory_bytes) << "\n";
     if (p.fits_with) {
       const memory::PlanRequest& f = *p.fits_with;
-      std::cout << "fits with: " << describe_setup(f, f.batch / f.world) << ": "
+      std::cout << "fits with: " << describe_setup(f, f.batch / (f.world / (f.tp * f.pp))) << ": "
                 << memory::format_decimal_bytes(p.fits_with_total_bytes) << " per device\n";
     }
   }
@@ -117,9 +136,21 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
                  {"zero", p.fits_with->zero},
                  {"world", p.fits_with->world},
                  {"batch", p.fits_with->batch},
-                 {"per_device_batch", p.fits_with->batch / p.fits_with->world},
+                 {"per_device_batch", p.fits_with->batch / (p.fits_with->world / (p.fits_with->tp * p.fits_with->pp))},
                  {"checkpoint_activations", p.fits_with->checkpoint_activations},
                  {"total_bytes", p.fits_with_total_bytes}};
+  nlohmann::json stages = nlohmann::json::array();
+  for (const memory::StagePlan& s : p.stages)
+    stages.push_back({{"stage", s.stage},
+                      {"parameters", s.parameters},
+                      {"in_flight", s.in_flight},
+                      {"params_bytes", s.params_bytes},
+                      {"grads_bytes", s.grads_bytes},
+                      {"optimizer_bytes", s.optimizer_bytes},
+                      {"ddp_bucket_bytes", s.bucket_bytes},
+                      {"activations_bytes", s.activations_bytes},
+                      {"total_bytes", s.total_bytes},
+                      {"peak_at", s.peak_at}});
   return {{"model", model.name()},
           {"params", model.num_parameters()},
           {"batch", r.batch},
@@ -128,6 +159,12 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
           {"optimizer", optim::optimizer_name(r.optimizer)},
           {"zero", r.zero},
           {"world", r.world},
+          {"tp", r.tp},
+          {"pp", r.pp},
+          {"data_parallel", p.data_parallel},
+          {"micro_batches", r.micro_batches},
+          {"pp_schedule", r.pp_schedule},
+          {"stages", stages},
           {"checkpoint_activations", r.checkpoint_activations},
           {"bytes_per_param", {{"params", p.per_parameter.params}, {"grads", p.per_parameter.grads},
                                {"optimizer", p.per_parameter.optimizer}}},
@@ -135,6 +172,7 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
           {"grads_bytes", p.grads_bytes},
           {"optimizer_bytes", p.optimizer_bytes},
           {"gathered_bytes", p.gathered_bytes},
+          {"ddp_bucket_bytes", p.bucket_bytes},
           {"allocator_rounding_bytes", p.rounding_bytes},
           {"activations_known", p.activations_known},
           {"activations_bytes", p.activations_bytes},
@@ -159,7 +197,11 @@ void plan(const PlanFlags& f) {
                               .zero = f.zero,
                               .world = f.world,
                               .checkpoint_activations = f.checkpoint,
-                              .device = f.device};
+                              .device = f.device,
+                              .tp = f.tp,
+                              .pp = f.pp,
+                              .micro_batches = f.grad_accum,
+                              .pp_schedule = f.pp_schedule};
   if (f.batch_given) request.batch = f.batch;
   memory::Plan p = memory::make_plan(model, request);
   if (f.json) std::cout << to_json(model, p).dump() << "\n";
@@ -197,7 +239,11 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       ->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adam | adamw | momentum (SGD with momentum) | sgd")->capture_default_str();
   number_flag(c, "--zero", f->zero, "ZeRO stage 0-3", {.min = 0, .max = 3});
-  number_flag(c, "--world,--gpus", f->world, "data-parallel devices", {.min = 1});
+  number_flag(c, "--world,--gpus", f->world, "devices: data-parallel replicas x --tp x --pp", {.min = 1});
+  number_flag(c, "--tp", f->tp, "GPT: tensor-parallel ranks (heads, MLP and vocabulary split)", {.min = 1});
+  number_flag(c, "--pp", f->pp, "GPT: pipeline stages (blocks split)", {.min = 1});
+  number_flag(c, "--grad-accum", f->grad_accum, "micro-batches per step (a pipeline's are these)", {.min = 1});
+  c->add_option("--pp-schedule", f->pp_schedule, "1f1b | gpipe")->check(one_of({"1f1b", "gpipe"}))->capture_default_str();
   c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward");
   c->add_option("--device,--gpu", f->device, memory::device_names())->capture_default_str();
   c->add_flag("--json", f->json, "print the plan as one JSON object on the last line");

@@ -68,9 +68,9 @@ class ActivationTape {
   void end_segment();
 
   // What lives beside the activations. Parameters and optimizer state are resident; gradients
-  // are resident during the forward when the loop clears them only after it (weft's trainer:
-  // forward, zero_grad, backward, step), are freed by that zero_grad, and come back op by op as
-  // the backward produces them.
+  // are resident during the forward when the loop clears them only after it (forward, zero_grad,
+  // backward, step), are freed by that zero_grad, and come back op by op as the backward produces
+  // them. weft's trainer clears them before the forward (grads_alive_in_forward false).
   struct States {
     int64_t resident_bytes = 0;
     double grad_bytes_per_param = 0;

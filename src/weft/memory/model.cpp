@@ -185,6 +185,11 @@ class ClassifierRecorder {
   bool channels_last_ = false;  // the batch is plain NCHW; convolutions make channels-last activations
 };
 
+// A pipeline stage's first block: dist::GPTStage's split, the remainder to the first stages.
+int64_t first_block_of(int64_t stage, int64_t layers, int64_t stages) {
+  return stage * (layers / stages) + std::min(stage, layers % stages);
+}
+
 // In `weft plan`'s flags: --hidden is nn::GPTConfig's dim, --seq its context.
 void check_plannable(const nn::GPTConfig& c) {
   for (auto [flag, value] : {std::pair{"--layers", c.layers}, std::pair{"--hidden", c.dim}, std::pair{"--heads", c.heads},
@@ -207,38 +212,55 @@ int64_t gpt_parameters(const nn::GPTConfig& c) {
 
 Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& s, const ActivationFormat& format,
                                const std::string& name) {
-  const int64_t rows = product({s.batch, s.seq}), D = s.hidden, e = format.element;
-  const int64_t act = product({rows, D, e});                           // one [B, T, D] activation
+  const int64_t rows = product({s.batch, s.seq}), D = s.hidden, e = format.element, tp = s.tp;
+  const int64_t act = product({rows, D, e});  // one [B, T, D] activation
+  const int64_t part = act / tp;              // a rank's [B, T, D / tp]
+  // copy_to_parallel_region: the input itself; its backward sums the ranks' gradients into a copy.
+  auto copy_to = [&](const std::string& label, Value v) {
+    return tp == 1 ? v : view(tape, label + ".copy_to_parallel_region", v, act, Grad::fresh);
+  };
+  // A row-parallel layer's partial [B, T, D] output, summed over the ranks into a private copy
+  // (reduce_from_parallel_region), then its bias added once.
+  auto row_parallel = [&](const std::string& label, Value input, int64_t weight_params) {
+    if (tp == 1) return keeps_input(tape, label, input, Grad::fresh, act, weight_params + D);
+    Value partial = keeps_input(tape, label + ".linear", input, Grad::fresh, act, weight_params);
+    Value summed = tape.record({.name = label + ".reduce_from_parallel_region", .inputs = {partial},
+                                .grads = {Grad::forwarded}, .output_bytes = act});
+    return tape.record(
+        {.name = label + ".bias", .inputs = {summed}, .grads = {Grad::forwarded}, .output_bytes = act, .param_grads = D});
+  };
   Value ln_1 = layer_norm(tape, name + ".ln_1", x, rows, D);
-  Value qkv = keeps_input(tape, name + ".attn.c_attn", ln_1, Grad::fresh, product({3, act}), 3 * D * D + 3 * D);
+  Value qkv = keeps_input(tape, name + ".attn.c_attn", copy_to(name + ".attn.c_attn", ln_1), Grad::fresh,
+                          product({3, part}), (3 * D * D + 3 * D) / tp);
   // split() is three narrow views; a narrow's backward scatters its gradient into a zero-filled
   // tensor of qkv's size. Each piece is viewed as [B, T, H, d] and transposed to [B, H, T, d]; the
   // gradient arriving at the view is transposed, so reshaping it back copies.
   Value pieces[3], heads[3];
   const char* piece_names[3] = {"q", "k", "v"};
-  for (int i = 0; i < 3; ++i) pieces[i] = view(tape, str(name, ".attn.", piece_names[i]), qkv, act, Grad::fresh);
+  for (int i = 0; i < 3; ++i) pieces[i] = view(tape, str(name, ".attn.", piece_names[i]), qkv, part, Grad::fresh);
   for (int i = 0; i < 3; ++i) {
-    Value shaped = view(tape, str(name, ".attn.", piece_names[i], ".view"), pieces[i], act, Grad::fresh);
-    heads[i] = view(tape, str(name, ".attn.", piece_names[i], ".transpose"), shaped, act, Grad::forwarded);
+    Value shaped = view(tape, str(name, ".attn.", piece_names[i], ".view"), pieces[i], part, Grad::fresh);
+    heads[i] = view(tape, str(name, ".attn.", piece_names[i], ".transpose"), shaped, part, Grad::forwarded);
   }
   // The fused attention reads the head views in place and keeps them (so qkv stays alive), its
   // output and one f32 log-sum-exp per query row; no [T, T] tensor exists. Its backward reads the
   // incoming (transposed) gradient in place and makes fresh dq, dk, dv.
   Value attended = tape.record({.name = name + ".attn.sdpa", .inputs = {heads[0], heads[1], heads[2]},
-                                .grads = {Grad::fresh, Grad::fresh, Grad::fresh}, .output_bytes = act,
+                                .grads = {Grad::fresh, Grad::fresh, Grad::fresh}, .output_bytes = part,
                                 .saved = {heads[0], heads[1], heads[2]}, .saves_output = true,
-                                .saved_extra_bytes = product({s.batch, s.heads, s.seq, 4})});
-  Value merged = view(tape, name + ".attn.transpose", attended, act, Grad::forwarded);
+                                .saved_extra_bytes = product({s.batch, s.heads / tp, s.seq, 4})});
+  Value merged = view(tape, name + ".attn.transpose", attended, part, Grad::forwarded);
   merged = tape.record({.name = name + ".attn.contiguous", .inputs = {merged}, .grads = {Grad::forwarded},
-                        .output_bytes = act});
-  merged = view(tape, name + ".attn.view", merged, act, Grad::forwarded);
-  Value attn_out = keeps_input(tape, name + ".attn.c_proj", merged, Grad::fresh, act, D * D + D);
+                        .output_bytes = part});
+  merged = view(tape, name + ".attn.view", merged, part, Grad::forwarded);
+  Value attn_out = row_parallel(name + ".attn.c_proj", merged, D * D / tp);
   Value h = tape.record({.name = name + ".residual_1", .inputs = {x, attn_out},
                          .grads = {Grad::forwarded, Grad::forwarded}, .output_bytes = act});
   Value ln_2 = layer_norm(tape, name + ".ln_2", h, rows, D);
-  Value fc = keeps_input(tape, name + ".mlp.c_fc", ln_2, Grad::fresh, product({4, act}), 4 * D * D + 4 * D);
-  Value gelu = keeps_input(tape, name + ".mlp.gelu", fc, Grad::fresh, product({4, act}));
-  Value mlp_out = keeps_input(tape, name + ".mlp.c_proj", gelu, Grad::fresh, act, 4 * D * D + D);
+  Value fc = keeps_input(tape, name + ".mlp.c_fc", copy_to(name + ".mlp.c_fc", ln_2), Grad::fresh, product({4, part}),
+                         (4 * D * D + 4 * D) / tp);
+  Value gelu = keeps_input(tape, name + ".mlp.gelu", fc, Grad::fresh, product({4, part}));
+  Value mlp_out = row_parallel(name + ".mlp.c_proj", gelu, 4 * D * D / tp);
   return tape.record({.name = name + ".residual_2", .inputs = {h, mlp_out},
                       .grads = {Grad::forwarded, Grad::forwarded}, .output_bytes = act});
 }
@@ -257,20 +279,34 @@ ModelDescription ModelDescription::builtin(const std::string& name) {
   throw ValueError(str("plan: unknown model '", name, "': expected mlp, cnn or gpt"));
 }
 
-ModelDescription ModelDescription::gpt(const nn::GPTConfig& config) {
+ModelDescription ModelDescription::gpt(const nn::GPTConfig& config, GptShare share) {
   check_plannable(config);
+  const int64_t tp = share.tp, pp = share.pp;
+  WEFT_CHECK(tp >= 1 && config.heads % tp == 0 && config.vocab % tp == 0, ValueError, "--tp ", tp, ": the GPT's ",
+             config.heads, " heads and vocabulary of ", config.vocab,
+             " must split evenly over the tensor-parallel ranks (--heads and --vocab multiples of --tp)");
+  WEFT_CHECK(pp >= 1 && pp <= config.layers, ValueError, "--pp ", pp, ": the GPT's ", config.layers,
+             " blocks cannot make ", pp, " stages (--layers must be at least --pp)");
+  WEFT_CHECK(share.stage >= 0 && share.stage < pp, ValueError, "plan: stage ", share.stage, " of ", pp);
   ModelDescription m;
   m.name_ = str("gpt (", config.layers, " layers, hidden ", config.dim, ", ", config.heads, " heads, vocab ",
                 config.vocab, ", context ", config.context, ")");
-  m.num_parameters_ = gpt_parameters(config);
-  const int64_t D = config.dim;
-  m.parameter_tensors_ = {product({config.vocab, D}), product({config.context, D})};
-  for (int64_t i = 0; i < config.layers; ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj
-    m.parameter_tensors_.insert(m.parameter_tensors_.end(),
-                                {D, D, 3 * D * D, 3 * D, D * D, D, D, D, 4 * D * D, 4 * D, 4 * D * D, D});
-  m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D});  // ln_f
-  m.largest_unit_ = std::max({gpt_block_parameters(config), product({config.vocab, D}), product({config.context, D})});
+  if (tp > 1) m.name_ += str(", a 1/", tp, " tensor-parallel share");
+  if (pp > 1) m.name_ += str(", stage ", share.stage, " of ", pp);
+  const int64_t D = config.dim, V = config.vocab / tp;
+  const bool first = share.stage == 0, last = share.stage == pp - 1;
+  if (first) m.parameter_tensors_ = {product({V, D}), product({config.context, D})};
+  for (int64_t i = first_block_of(share.stage, config.layers, pp); i < first_block_of(share.stage + 1, config.layers, pp);
+       ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj (row-parallel biases whole)
+    m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D, 3 * D * D / tp, 3 * D / tp, D * D / tp, D, D, D,
+                                                             4 * D * D / tp, 4 * D / tp, 4 * D * D / tp, D});
+  if (last) m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D});  // ln_f
+  if (last && !first) m.parameter_tensors_.push_back(product({V, D}));          // the tied wte's copy
+  for (int64_t numel : m.parameter_tensors_) m.num_parameters_ += numel;
+  m.largest_unit_ = std::max({gpt_block_parameters(config) / tp, first || last ? product({V, D}) : 0,
+                              first ? product({config.context, D}) : 0});
   m.gpt_ = config;
+  m.share_ = share;
   return m;
 }
 
@@ -295,30 +331,67 @@ ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat
   ActivationTape tape;
   if (gpt_) {
     const nn::GPTConfig& c = *gpt_;
-    const int64_t rows = product({batch, c.context}), e = format.element;
+    const int64_t tp = share_.tp, pp = share_.pp, V = c.vocab / tp;
+    const bool first = share_.stage == 0, last = share_.stage == pp - 1;
+    const int64_t rows = product({batch, c.context}), e = format.element, act = product({rows, c.dim, e});
     Value tokens = tape.input(product({rows, 8}));
-    Value positions = tape.input(product({c.context, 8}));
     Value targets = tape.input(product({rows, 8}));
-    // The output projection is the token embedding's weight: its gradient arrives first from the
-    // head; the embedding's backward then makes a second [vocab, hidden] gradient and the engine
-    // allocates their sum.
-    Value tok = tape.record({.name = "wte", .inputs = {tokens}, .grads = {Grad::none},
-                             .output_bytes = product({rows, c.dim, e}), .saved = {tokens},
-                             .backward_scratch_bytes = product({2, c.vocab, c.dim, e})});
-    Value pos = tape.record({.name = "wpe", .inputs = {positions}, .grads = {Grad::none},
-                             .output_bytes = product({c.context, c.dim, e}), .saved = {positions},
-                             .param_grads = product({c.context, c.dim})});
-    Value x = tape.record({.name = "wte + wpe", .inputs = {tok, pos}, .grads = {Grad::forwarded, Grad::fresh},
-                           .output_bytes = product({rows, c.dim, e})});
-    const BlockShape shape{batch, c.context, c.dim, c.heads};
-    for (int64_t i = 0; i < c.layers; ++i) {
+    Value x;
+    if (first) {
+      Value positions = tape.input(product({c.context, 8}));
+      // The output projection is the token embedding's weight: with the head on this rank its
+      // gradient arrives first from the head, the embedding's backward then makes a second
+      // [vocab, hidden] gradient and the engine allocates their sum.
+      const int64_t tied_sum = last ? product({2, V, c.dim, e}) : 0, own_grad = last ? 0 : product({V, c.dim});
+      Value tok;
+      if (tp == 1) {
+        tok = tape.record({.name = "wte", .inputs = {tokens}, .grads = {Grad::none}, .output_bytes = act,
+                           .saved = {tokens}, .backward_scratch_bytes = tied_sum, .param_grads = own_grad});
+      } else {  // the rank's rows for its ids, the others' zeroed by a mask, summed over the ranks
+        Value local = tape.record({.name = "wte.local_ids", .inputs = {tokens}, .grads = {Grad::none},
+                                   .output_bytes = product({rows, 8})});
+        Value mask = tape.record({.name = "wte.mask", .inputs = {tokens}, .grads = {Grad::none},
+                                  .output_bytes = product({rows, e})});
+        Value looked_up = tape.record({.name = "wte", .inputs = {local}, .grads = {Grad::none}, .output_bytes = act,
+                                       .saved = {local}, .backward_scratch_bytes = tied_sum, .param_grads = own_grad});
+        Value masked = tape.record({.name = "wte.masked", .inputs = {looked_up, mask}, .grads = {Grad::fresh, Grad::none},
+                                    .output_bytes = act, .saved = {looked_up, mask}});
+        tok = tape.record({.name = "wte.reduce_from_parallel_region", .inputs = {masked}, .grads = {Grad::forwarded},
+                           .output_bytes = act});
+      }
+      Value pos = tape.record({.name = "wpe", .inputs = {positions}, .grads = {Grad::none},
+                               .output_bytes = product({c.context, c.dim, e}), .saved = {positions},
+                               .param_grads = product({c.context, c.dim})});
+      x = tape.record({.name = "wte + wpe", .inputs = {tok, pos}, .grads = {Grad::forwarded, Grad::fresh},
+                       .output_bytes = act});
+    } else {
+      x = tape.input(act);  // the activation received from the stage before, kept until its backward
+    }
+    const BlockShape shape{batch, c.context, c.dim, c.heads, tp};
+    for (int64_t i = first_block_of(share_.stage, c.layers, pp); i < first_block_of(share_.stage + 1, c.layers, pp);
+         ++i) {
       if (checkpointed) tape.begin_segment();
       x = record_transformer_block(tape, x, shape, format, str("h.", i));
       if (checkpointed) tape.end_segment();
     }
+    if (!last) {  // the output is kept until its backward; a copy goes to the next stage, whose gradient comes back
+      tape.hold(x);
+      tape.record({.name = "send to the next stage", .inputs = {x}, .grads = {Grad::fresh}, .output_bytes = act});
+      return tape;
+    }
     x = layer_norm(tape, "ln_f", x, rows, c.dim);
-    Value logits = keeps_input(tape, "lm_head", x, Grad::fresh, product({rows, c.vocab, e}), product({c.vocab, c.dim}));
-    tape.hold(cross_entropy(tape, logits, targets, rows, c.vocab, format));
+    if (tp > 1) x = view(tape, "lm_head.copy_to_parallel_region", x, act, Grad::fresh);
+    Value logits = keeps_input(tape, "lm_head", x, Grad::fresh, product({rows, V, e}), product({V, c.dim}));
+    if (tp == 1) {
+      tape.hold(cross_entropy(tape, logits, targets, rows, c.vocab, format));
+      return tape;
+    }
+    // vocab_parallel_cross_entropy keeps each row's max and sum of exponentials (f64) and makes its
+    // gradient [rows, vocab / tp] in the backward; its f64 copies of the logits are plain heap
+    // memory, not the allocator's.
+    tape.hold(tape.record({.name = "vocab_parallel_cross_entropy", .inputs = {logits, targets},
+                           .grads = {Grad::fresh, Grad::none}, .output_bytes = 8,
+                           .saved_extra_bytes = product({2, rows, 8}), .forward_scratch_bytes = product({rows, 8})}));
     return tape;
   }
   Shape shape{batch};

@@ -37,15 +37,30 @@ inline constexpr nn::GPTConfig kGpt2Small{.layers = 12, .heads = 12, .dim = 768,
 int64_t gpt_parameters(const nn::GPTConfig& config);
 int64_t gpt_block_parameters(const nn::GPTConfig& config);
 
-// The shape of a stack of transformer blocks' input: [batch, seq, hidden], `heads` heads.
+// The shape of a stack of transformer blocks' input: [batch, seq, hidden], `heads` heads; split over
+// `tp` tensor-parallel ranks.
 struct BlockShape {
   int64_t batch, seq, hidden, heads;
+  int64_t tp = 1;
 };
 
 // Records one nn::TransformerBlock (pre-LN, causal attention through scaled_dot_product_attention,
 // GELU-tanh MLP of width 4 * hidden, no dropout) reading x [batch, seq, hidden]; returns its output.
+// With tp > 1, one rank's share of it as dist::parallelize_gpt splits it: its heads' q, k, v and
+// 4 hidden / tp of the MLP, the norms and residuals whole, and the copy-to / reduce-from regions
+// around the column- and row-parallel layers (the reduce's private copy, the row-parallel bias
+// added after it, the copy's gradient summed into a fresh tensor).
 ActivationTape::Value record_transformer_block(ActivationTape& tape, ActivationTape::Value x, const BlockShape& shape,
                                               const ActivationFormat& format, const std::string& name);
+
+// One rank's share of a GPT under weft train --parallel tp / pp: the layers split over `tp`
+// tensor-parallel ranks (dist/tensor_parallel.h) of pipeline stage `stage` of `pp`
+// (dist/pipeline.h: blocks [stage L / P, (stage + 1) L / P), the remainder to the first stages; the
+// embeddings with the first stage, the final norm and a copy of the tied wte with the last).
+struct GptShare {
+  int64_t tp = 1, pp = 1, stage = 0;
+  bool whole() const { return tp == 1 && pp == 1; }
+};
 
 class ModelDescription {
  public:
@@ -53,8 +68,10 @@ class ModelDescription {
   static ModelDescription parameters_only(int64_t count);
   // "mlp" or "cnn" (weft's image classifiers on [1, 28, 28] images), or "gpt" (GPT-2 small).
   static ModelDescription builtin(const std::string& name);
-  // Throws ValueError unless every size is positive, heads divides dim and the sizes can be counted.
-  static ModelDescription gpt(const nn::GPTConfig& config);
+  // Throws ValueError unless every size is positive, heads divides dim and the sizes can be counted;
+  // with a share, also unless tp divides the heads and the vocabulary and there are at least pp blocks.
+  // A share's parameters are the rank's (the last stage's copy of wte counted: it is held).
+  static ModelDescription gpt(const nn::GPTConfig& config, GptShare share = {});
   // A classifier trained with cross-entropy on samples of `sample_shape` (no batch dim). Throws
   // ValueError naming a layer the planner does not know.
   static ModelDescription classifier(std::string name, std::shared_ptr<nn::Sequential> model, Shape sample_shape);
@@ -67,6 +84,7 @@ class ModelDescription {
   // transformer block, an embedding); 0 when unknown.
   int64_t largest_unit_parameters() const { return largest_unit_; }
   const std::optional<nn::GPTConfig>& gpt_config() const { return gpt_; }
+  const GptShare& share() const { return share_; }
   bool knows_activations() const { return gpt_.has_value() || classifier_ != nullptr; }
   // The default per-device batch: weft train's 128 images for classifiers, 8 sequences for GPT,
   // 1 for a bare parameter count (whose plan has no activations).
@@ -74,6 +92,9 @@ class ModelDescription {
 
   // One training step at `batch` samples per device; with `checkpointed` the blocks (GPT) or the
   // layers with parameters and the parameter-free layers after them (classifiers) are segments.
+  // A pipeline stage's step is one micro-batch's forward and backward on it: a later stage starts
+  // from the activation received, a stage before the last ends by sending its output on (a copy)
+  // and its backward starts from the gradient received for it.
   // Throws ValueError when the architecture is unknown (knows_activations() is false).
   ActivationTape step_tape(int64_t batch, const ActivationFormat& format, bool checkpointed) const;
 
@@ -83,6 +104,7 @@ class ModelDescription {
   std::vector<int64_t> parameter_tensors_;
   int64_t largest_unit_ = 0;
   std::optional<nn::GPTConfig> gpt_;
+  GptShare share_;
   std::shared_ptr<nn::Sequential> classifier_;
   Shape sample_shape_;
 };

@@ -28,60 +28,133 @@ ActivationFormat activation_format(Precision precision) {
   return {};
 }
 
-void check_request(const PlanRequest& r) {
+void check_request(const ModelDescription& model, const PlanRequest& r) {
   check_flag("--world", r.world, {.min = 1});
   check_flag("--zero", r.zero, {.min = 0, .max = 3});
   check_flag("--batch", r.batch, {.min = 1});
-  WEFT_CHECK(r.batch % r.world == 0, ValueError, "--world: must divide --batch (", r.batch,
+  check_flag("--tp", r.tp, {.min = 1});
+  check_flag("--pp", r.pp, {.min = 1});
+  check_flag("--grad-accum", r.micro_batches, {.min = 1});
+  const bool split = r.tp > 1 || r.pp > 1;
+  WEFT_CHECK(!split || model.gpt_config().has_value(), ValueError,
+             "--tp, --pp: tensor and pipeline parallelism split a GPT; describe one (--model gpt, or --layers "
+             "--hidden --heads --vocab --seq)");
+  WEFT_CHECK(!split || r.zero == 0, ValueError,
+             "--zero: not with --tp or --pp (weft train shards optimizer states only under data parallelism)");
+  WEFT_CHECK(r.world % (r.tp * r.pp) == 0, ValueError, "--world: must be a multiple of --tp x --pp (", r.tp * r.pp,
+             "), the rest data parallel, got '", r.world, "'");
+  const int64_t replicas = r.world / (r.tp * r.pp);
+  WEFT_CHECK(!split || r.batch % replicas == 0, ValueError, "--world: its ", replicas,
+             " data-parallel replicas must divide --batch (", r.batch, ") so that each gets batch / replicas samples");
+  WEFT_CHECK(r.batch % replicas == 0, ValueError, "--world: must divide --batch (", r.batch,
              ") so that data parallelism gives each device batch / world samples, got '", r.world, "'");
+  WEFT_CHECK((r.batch / replicas) % r.micro_batches == 0, ValueError, "--grad-accum: must divide each replica's batch (",
+             r.batch / replicas, "), got '", r.micro_batches, "'");
+  WEFT_CHECK(r.pp_schedule == "1f1b" || r.pp_schedule == "gpipe", ValueError,
+             "--pp-schedule: must be 1f1b or gpipe, got '", r.pp_schedule, "'");
+  WEFT_CHECK(r.pp == 1 || r.pp_schedule != "1f1b" || r.micro_batches >= r.pp, ValueError, "--grad-accum: 1F1B over ",
+             r.pp, " stages needs at least ", r.pp, " micro-batches, got '", r.micro_batches, "'");
+}
+
+// One stage's device: the states of its share of the model and the step replayed beside them.
+StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, int64_t stage, int64_t micro_rows,
+                     Plan& plan) {
+  StagePlan out;
+  out.stage = stage;
+  out.parameters = share.num_parameters();
+  const int64_t psi = share.num_parameters();
+  // A state sharded by ZeRO is one flat buffer per device; otherwise each parameter tensor has its
+  // own, as the allocator hands it out (when the tensors are known).
+  int64_t rounding = 0;
+  auto state_bytes = [&](int64_t element, int64_t buffers, int zero_stage) {
+    int64_t total = 0;
+    WEFT_CHECK(!__builtin_mul_overflow(psi, element * buffers, &total), ValueError, "plan: ", psi,
+               " parameters are more than this planner can count in bytes");
+    if (r.zero >= zero_stage) return divide_up(total, r.world);
+    if (share.parameter_tensors().empty() || buffers == 0) return total;
+    int64_t blocks = 0;
+    for (int64_t numel : share.parameter_tensors()) blocks += buffers * fresh_block_bytes(numel * element);
+    rounding += blocks - total;
+    return blocks;
+  };
+  const BytesPerParameter& per = plan.per_parameter;
+  // The optimizer's state is flat (optim/optimizer.h): one allocation per buffer for every parameter.
+  const int64_t optimizer_buffers = per.optimizer / per.optimizer_element;
+  out.optimizer_bytes = r.zero >= 1 ? state_bytes(per.optimizer_element, optimizer_buffers, 1)
+                                    : optimizer_buffers * fresh_block_bytes(psi * per.optimizer_element);
+  out.grads_bytes = state_bytes(per.grads, 1, 2);
+  out.params_bytes = state_bytes(per.params, 1, 3);
+  // DDP copies each gradient into its bucket when ready (the first bucket at most 1 MiB, so that
+  // communication starts early; the rest, here, one).
+  const int64_t replicas = r.world / (r.tp * r.pp), grads_total = psi * per.grads;
+  if (replicas > 1 && r.zero == 0 && r.pp == 1) {
+    const int64_t first = std::min<int64_t>(grads_total, int64_t{1} << 20);
+    out.bucket_bytes = fresh_block_bytes(first) + (grads_total > first ? fresh_block_bytes(grads_total - first) : 0);
+  }
+  int64_t gathered = 0;
+  if (r.zero == 3 && r.world > 1) {
+    const int64_t unit = share.largest_unit_parameters() * (per.params + per.grads);
+    gathered = unit - divide_up(unit, r.world);
+  }
+  // GPipe runs every forward before the first backward; 1F1B's stage s holds at most pp - s.
+  out.in_flight = r.pp == 1 ? 1 : r.pp_schedule == "gpipe" ? r.micro_batches : std::min(r.pp - stage, r.micro_batches);
+  const int64_t resident = out.params_bytes + out.optimizer_bytes + out.bucket_bytes + gathered;
+  if (share.knows_activations()) {
+    ActivationTape tape = share.step_tape(micro_rows, activation_format(r.precision), r.checkpoint_activations);
+    const int64_t earlier = (out.in_flight - 1) * tape.bytes_after_forward();
+    out.activations_bytes = tape.replay().bytes + earlier;
+    // Gradients: weft's trainer clears them before a step's first forward (train/step.cpp, and
+    // the pipeline's step), and the backward makes them one by one. A later micro-batch's forward
+    // and backward run with all of them alive, accumulating: with gradient accumulation, and in
+    // 1F1B's steady state (a forward after a backward). GPipe's peak is its first backward, with
+    // every micro-batch kept.
+    const bool accumulating =
+        r.pp == 1 ? r.micro_batches > 1 : r.pp_schedule == "1f1b" && r.micro_batches > out.in_flight;
+    ActivationTape::Peak peak =
+        tape.replay({.resident_bytes = resident + earlier + (accumulating ? out.grads_bytes : 0),
+                     .grad_bytes_per_param = accumulating ? 0.0 : static_cast<double>(out.grads_bytes) / psi,
+                     .grads_alive_in_forward = false});
+    out.total_bytes = peak.bytes;
+    out.peak_at = peak.where;
+  } else {
+    out.total_bytes = resident + out.grads_bytes;
+    out.peak_at = "the optimizer step (activations not included)";
+  }
+  if (out.total_bytes >= plan.total_bytes) {
+    plan.rounding_bytes = rounding;
+    plan.gathered_bytes = gathered;
+  }
+  return out;
 }
 
 // The plan without the search for a configuration that fits.
 Plan plan_as_requested(const ModelDescription& model, const PlanRequest& r) {
-  check_request(r);
+  check_request(model, r);
   Plan plan;
   plan.request = r;
-  plan.per_device_batch = r.batch / r.world;
+  plan.data_parallel = r.world / (r.tp * r.pp);
+  plan.per_device_batch = r.batch / plan.data_parallel;
   plan.per_parameter = bytes_per_parameter(r.precision, r.optimizer);
-  const int64_t psi = model.num_parameters();
-  // A state sharded by ZeRO is one flat buffer per device; otherwise each parameter tensor has its
-  // own, as the allocator hands it out (when the tensors are known).
-  auto state_bytes = [&](int64_t element, int64_t buffers, int stage) {
-    int64_t total = 0;
-    WEFT_CHECK(!__builtin_mul_overflow(psi, element * buffers, &total), ValueError, "plan: ", psi,
-               " parameters are more than this planner can count in bytes");
-    if (r.zero >= stage) return divide_up(total, r.world);
-    if (model.parameter_tensors().empty() || buffers == 0) return total;
-    int64_t blocks = 0;
-    for (int64_t numel : model.parameter_tensors()) blocks += buffers * fresh_block_bytes(numel * element);
-    plan.rounding_bytes += blocks - total;
-    return blocks;
-  };
-  const BytesPerParameter& per = plan.per_parameter;
-  plan.optimizer_bytes = state_bytes(per.optimizer_element, per.optimizer / per.optimizer_element, 1);
-  plan.grads_bytes = state_bytes(per.grads, 1, 2);
-  plan.params_bytes = state_bytes(per.params, 1, 3);
-  if (r.zero == 3 && r.world > 1) {
-    const int64_t unit = model.largest_unit_parameters() * (plan.per_parameter.params + plan.per_parameter.grads);
-    plan.gathered_bytes = unit - divide_up(unit, r.world);
-  }
-  const int64_t resident = plan.params_bytes + plan.optimizer_bytes + plan.gathered_bytes;
   plan.activations_known = model.knows_activations();
-  if (plan.activations_known) {
-    ActivationTape tape = model.step_tape(plan.per_device_batch, activation_format(r.precision), r.checkpoint_activations);
-    plan.activations_bytes = tape.replay().bytes;
-    ActivationTape::Peak peak = tape.replay({.resident_bytes = resident,
-                                             .grad_bytes_per_param = static_cast<double>(plan.grads_bytes) / psi,
-                                             .grads_alive_in_forward = true});
-    plan.total_bytes = peak.bytes;
-    plan.peak_at = peak.where;
-  } else {
-    plan.total_bytes = resident + plan.grads_bytes;
-    plan.peak_at = "the optimizer step (activations not included)";
+  const int64_t micro_rows = plan.per_device_batch / r.micro_batches;
+  for (int64_t stage = 0; stage < r.pp; ++stage) {
+    const bool whole = r.tp == 1 && r.pp == 1;
+    const StagePlan s = plan_stage(whole ? model : ModelDescription::gpt(*model.gpt_config(), {r.tp, r.pp, stage}), r,
+                                   stage, micro_rows, plan);
+    if (s.total_bytes >= plan.total_bytes) {
+      plan.params_bytes = s.params_bytes;
+      plan.grads_bytes = s.grads_bytes;
+      plan.optimizer_bytes = s.optimizer_bytes;
+      plan.bucket_bytes = s.bucket_bytes;
+      plan.activations_bytes = s.activations_bytes;
+      plan.total_bytes = s.total_bytes;
+      plan.peak_at = r.pp > 1 ? str(s.peak_at, " on stage ", stage) : s.peak_at;
+    }
+    if (!whole) plan.stages.push_back(s);
   }
   plan.device = find_device(r.device);
   plan.fits = plan.total_bytes <= plan.device.memory_bytes;
-  plan.model_size_bytes = psi * 4;
+  plan.model_size_bytes = model.num_parameters() * 4;
   plan.chart = strategy_chart_row(plan.model_size_bytes);
   return plan;
 }
@@ -98,7 +171,8 @@ std::optional<Plan> first_that_fits(const ModelDescription& model, const Plan& p
     r.precision = Precision::bf16;
     if (auto p = fits(r)) return p;
   }
-  if (r.world > 1)
+  const bool split = r.tp > 1 || r.pp > 1;  // weft train does not combine ZeRO with them
+  if (r.world > 1 && !split)
     for (int stage = r.zero + 1; stage <= 3; ++stage) {
       r.zero = stage;
       if (auto p = fits(r)) return p;
@@ -107,6 +181,7 @@ std::optional<Plan> first_that_fits(const ModelDescription& model, const Plan& p
     r.checkpoint_activations = true;
     if (auto p = fits(r)) return p;
   }
+  if (split) return std::nullopt;
   r.zero = 3;
   for (int64_t world = r.world * 2; world <= kMaxWorld; world *= 2) {
     if (plan.per_device_batch > std::numeric_limits<int64_t>::max() / world) break;
@@ -150,7 +225,8 @@ const ChartRow& strategy_chart_row(int64_t model_size_bytes) {
 Plan make_plan(const ModelDescription& model, PlanRequest request) {
   if (request.batch == 0) {
     check_flag("--world", request.world, {.min = 1});
-    request.batch = model.default_batch() * request.world;
+    const int64_t split = std::max<int64_t>(1, request.tp) * std::max<int64_t>(1, request.pp);
+    request.batch = model.default_batch() * std::max<int64_t>(1, request.world / split) * request.micro_batches;
   }
   Plan plan = plan_as_requested(model, request);
   const PlanRequest& r = plan.request;
@@ -171,6 +247,9 @@ Plan make_plan(const ModelDescription& model, PlanRequest request) {
   if (std::optional<Plan> fitting = first_that_fits(model, plan)) {
     plan.fits_with = fitting->request;
     plan.fits_with_total_bytes = fitting->total_bytes;
+  } else if (r.tp > 1 || r.pp > 1) {
+    plan.notes.push_back("neither bf16 nor activation checkpointing makes it fit: more tensor-parallel ranks or "
+                         "pipeline stages, or fewer samples per micro-batch (--grad-accum)");
   } else {
     plan.notes.push_back(str("no data-parallel setup up to ", kMaxWorld, " devices fits ", plan.device.name,
                              ": the activations of ", plan.per_device_batch,

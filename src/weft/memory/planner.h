@@ -16,9 +16,15 @@
 // it (the all-gather) - counted as gathered_bytes.
 //
 // The total is the predicted peak of a step on one device: the ActivationTape replayed with the
-// parameters and optimizer states resident and the gradients alive as weft's trainer keeps them
-// (the previous step's through the forward, then built up by the backward). It is at most the sum of
-// the four parts. --batch is the global batch: data parallelism splits it over world.
+// parameters and optimizer states (one flat buffer each, as weft's optimizers hold them) resident
+// and the gradients alive as weft's trainer keeps them (cleared before the forward, built up by the
+// backward; all of them alive through a later micro-batch when accumulating). It is at most the sum
+// of the parts. --batch is the global batch: data parallelism splits it over the replicas, and
+// DDP's buckets hold a flat copy of the gradients.
+//
+// Tensor parallelism over tp ranks and pipeline parallelism over pp stages (a GPT) plan each
+// stage's share: its parameters (ModelDescription::gpt with a GptShare) and one micro-batch's step
+// on it, replayed with the micro-batches the schedule keeps in flight beside it.
 //
 // Invariant: every byte count in a Plan is per device.
 #pragma once
@@ -64,14 +70,36 @@ struct PlanRequest {
   int64_t world = 1;
   bool checkpoint_activations = false;
   std::string device = "H100";
+  // Model parallelism (a GPT only): world = data-parallel replicas x tp x pp, the batch split over
+  // the replicas. micro_batches: --grad-accum's, each replica's batch run in that many pieces; under
+  // pipeline parallelism they flow through the stages under pp_schedule ("1f1b" or "gpipe").
+  int64_t tp = 1, pp = 1, micro_batches = 1;
+  std::string pp_schedule = "1f1b";
+};
+
+// One pipeline stage's device (every stage's, tp ranks alike): the states of its share of the
+// model, and its activations with `in_flight` micro-batches' kept at once (GPipe: all of them;
+// 1F1B: pp - stage at most).
+struct StagePlan {
+  int64_t stage = 0, parameters = 0, in_flight = 1;
+  int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, bucket_bytes = 0, activations_bytes = 0,
+          total_bytes = 0;
+  std::string peak_at;
 };
 
 struct Plan {
   PlanRequest request;           // as planned (batch filled in)
-  int64_t per_device_batch = 0;
+  int64_t per_device_batch = 0;  // each data-parallel replica's
+  int64_t data_parallel = 1;     // world / (tp x pp)
+  // Under tensor or pipeline parallelism, each stage's device; the rows below are the largest one's.
+  std::vector<StagePlan> stages;
   BytesPerParameter per_parameter;
   int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;
   int64_t gathered_bytes = 0;     // ZeRO-3's unsharded layer, 0 otherwise
+  // DDP's flat buckets, one copy of every gradient (dist/ddp.h), resident beside the gradients
+  // themselves; 0 without data parallelism, under ZeRO and between pipeline replicas (they average
+  // the gradients in place).
+  int64_t bucket_bytes = 0;
   // What the three states above hold beyond parameters x bytes per parameter, because each
   // parameter-sized tensor is its own allocation (fresh_block_bytes); 0 for a bare parameter count.
   int64_t rounding_bytes = 0;
@@ -92,7 +120,9 @@ struct Plan {
 };
 
 // Throws ValueError for impossible requests: a non-positive batch or world, world not dividing the
-// batch, a ZeRO stage outside 0..3, an unknown device.
+// batch, a ZeRO stage outside 0..3, an unknown device; tp or pp other than 1 for a model that is not a
+// GPT, sizes it does not divide, tp x pp not dividing world, micro-batches not dividing the
+// replica's batch or (1F1B) fewer than pp, ZeRO with tp or pp (weft train does not combine them).
 Plan make_plan(const ModelDescription& model, PlanRequest request);
 
 // "70e9", "7000000000", "7B", "124M", "1.5k" -> a parameter count; ValueError for anything that is

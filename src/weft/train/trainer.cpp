@@ -250,6 +250,7 @@ nlohmann::json TrainResult::to_json() const {
                       {items_name, items}, {"train_" + items_name + "_per_s", items_per_s},
                       {"train_loss", train_loss}, {"wall_s", wall_s},
                       {"peak_allocated_bytes", peak_allocated_bytes}, {"peak_rss_bytes", peak_rss_bytes},
+                      {"steps_peak_allocated_bytes", steps_peak_allocated_bytes},
                       {"batch_size", batch_size}, {"micro_batch", micro_batch}, {"skipped_steps", skipped_steps},
                       {"hit_time_limit", hit_time_limit}, {"stopped_by", stopped_by}};
   if (loss_scale > 0) j["loss_scale"] = loss_scale;
@@ -894,6 +895,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       break;
     }
   }
+  result.steps_peak_allocated_bytes = CachingAllocator::cpu().stats().peak_allocated_bytes;
   if (state.step > first_step)
     result.setup["communicated_bytes_per_step"] = (bytes_communicated() - bytes_before) / (state.step - first_step);
   if (stage) {  // what the stages spent waiting on each other, against the schedule's bubble

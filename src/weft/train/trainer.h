@@ -34,6 +34,9 @@ struct TrainResult {
   double items_per_s = 0;   // training steps only (no evaluation, no checkpointing)
   double wall_s = 0;        // the whole call
   int64_t peak_allocated_bytes = 0, peak_rss_bytes = 0;
+  // The allocator's peak over the training loop, before the final evaluation and save (what weft
+  // plan predicts; with --eval-every the loop's own evaluations are in it).
+  int64_t steps_peak_allocated_bytes = 0;
   int64_t batch_size = 0;
   int64_t micro_batch = 0;  // at the end: smaller than batch / grad_accum after --auto-batch halved it
   int64_t skipped_steps = 0;  // fp16 steps skipped for inf/NaN gradients
