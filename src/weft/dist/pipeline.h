@@ -77,6 +77,10 @@ struct PipelineStepResult {
 PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule schedule, int64_t micro_batches,
                                      const StageFunction& stage, const std::function<Tensor(int64_t micro)>& inputs);
 
+// The stage (of `stages`) holding the whole GPT's parameter `name`: the block's for "h.N...", the
+// last for the final norm, the first for the embeddings (the last holds a copy of wte.weight).
+int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages);
+
 // The GPT's stage for rank `stage` of `stages`: blocks [stage L / P, (stage + 1) L / P) (the
 // remainder to the first stages), the embeddings with the first stage, the final norm and the tied
 // output projection with the last. Its parameters keep the whole model's names ("h.2.attn.c_attn.
@@ -84,10 +88,6 @@ PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule sched
 // both hold "wte.weight" (the lookup and the projection); tie_gradients sums its gradient between
 // them after each step's backward, as Megatron-LM does, so both take the same update. Fewer blocks
 // than stages → ValueError naming --pp.
-// The stage (of `stages`) holding the whole GPT's parameter `name`: the block's for "h.N...", the
-// last for the final norm, the first for the embeddings (the last holds a copy of wte.weight).
-int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages);
-
 class GPTStage : public nn::Module {
  public:
   GPTStage(const nn::GPT& whole, int64_t stage, int64_t stages);
