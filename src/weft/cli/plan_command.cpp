@@ -62,10 +62,9 @@ std::string describe_setup(const memory::PlanRequest& r, int64_t per_device_batc
   if (r.tp > 1) split += str(", tensor parallel over ", r.tp);
   if (r.pp > 1) split += str(", ", r.pp, " pipeline stages (", r.pp_schedule, ")");
   if (r.micro_batches > 1) split += str(", ", r.micro_batches, " micro-batches");
-  const bool replicas = r.tp > 1 || r.pp > 1;
   return str(amp::precision_name(r.precision), ", ZeRO-", r.zero, " over ", r.world,
              r.world == 1 ? " device" : " devices", split, " (batch ", r.batch, ", ", per_device_batch,
-             replicas ? " per data-parallel replica)" : " per device)",
+             r.splits_model() ? " per data-parallel replica)" : " per device)",
              r.checkpoint_activations ? ", activation checkpointing" : "");
 }
 
@@ -118,7 +117,7 @@ void print_plan(const memory::ModelDescription& model, const memory::Plan& p) {
               << memory::format_decimal_bytes(p.device.memory_bytes) << "\n";
     if (p.fits_with) {
       const memory::PlanRequest& f = *p.fits_with;
-      std::cout << "fits with: " << describe_setup(f, f.batch / (f.world / (f.tp * f.pp))) << ": "
+      std::cout << "fits with: " << describe_setup(f, f.batch / f.replicas()) << ": "
                 << memory::format_decimal_bytes(p.fits_with_total_bytes) << " per device\n";
     }
   }
@@ -136,7 +135,7 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
                  {"zero", p.fits_with->zero},
                  {"world", p.fits_with->world},
                  {"batch", p.fits_with->batch},
-                 {"per_device_batch", p.fits_with->batch / (p.fits_with->world / (p.fits_with->tp * p.fits_with->pp))},
+                 {"per_device_batch", p.fits_with->batch / p.fits_with->replicas()},
                  {"checkpoint_activations", p.fits_with->checkpoint_activations},
                  {"total_bytes", p.fits_with_total_bytes}};
   nlohmann::json stages = nlohmann::json::array();
@@ -161,7 +160,7 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
           {"world", r.world},
           {"tp", r.tp},
           {"pp", r.pp},
-          {"data_parallel", p.data_parallel},
+          {"data_parallel", r.replicas()},
           {"micro_batches", r.micro_batches},
           {"pp_schedule", r.pp_schedule},
           {"stages", stages},

@@ -59,7 +59,6 @@ ActivationTape::Value record_transformer_block(ActivationTape& tape, ActivationT
 // embeddings with the first stage, the final norm and a copy of the tied wte with the last).
 struct GptShare {
   int64_t tp = 1, pp = 1, stage = 0;
-  bool whole() const { return tp == 1 && pp == 1; }
 };
 
 class ModelDescription {
@@ -84,7 +83,6 @@ class ModelDescription {
   // transformer block, an embedding); 0 when unknown.
   int64_t largest_unit_parameters() const { return largest_unit_; }
   const std::optional<nn::GPTConfig>& gpt_config() const { return gpt_; }
-  const GptShare& share() const { return share_; }
   bool knows_activations() const { return gpt_.has_value() || classifier_ != nullptr; }
   // The default per-device batch: weft train's 128 images for classifiers, 8 sequences for GPT,
   // 1 for a bare parameter count (whose plan has no activations).

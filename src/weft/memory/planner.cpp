@@ -1,5 +1,6 @@
 #include "weft/memory/planner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +36,7 @@ void check_request(const ModelDescription& model, const PlanRequest& r) {
   check_flag("--tp", r.tp, {.min = 1});
   check_flag("--pp", r.pp, {.min = 1});
   check_flag("--grad-accum", r.micro_batches, {.min = 1});
-  const bool split = r.tp > 1 || r.pp > 1;
+  const bool split = r.splits_model();
   WEFT_CHECK(!split || model.gpt_config().has_value(), ValueError,
              "--tp, --pp: tensor and pipeline parallelism split a GPT; describe one (--model gpt, or --layers "
              "--hidden --heads --vocab --seq)");
@@ -43,11 +44,13 @@ void check_request(const ModelDescription& model, const PlanRequest& r) {
              "--zero: not with --tp or --pp (weft train shards optimizer states only under data parallelism)");
   WEFT_CHECK(r.world % (r.tp * r.pp) == 0, ValueError, "--world: must be a multiple of --tp x --pp (", r.tp * r.pp,
              "), the rest data parallel, got '", r.world, "'");
-  const int64_t replicas = r.world / (r.tp * r.pp);
-  WEFT_CHECK(!split || r.batch % replicas == 0, ValueError, "--world: its ", replicas,
-             " data-parallel replicas must divide --batch (", r.batch, ") so that each gets batch / replicas samples");
-  WEFT_CHECK(r.batch % replicas == 0, ValueError, "--world: must divide --batch (", r.batch,
-             ") so that data parallelism gives each device batch / world samples, got '", r.world, "'");
+  const int64_t replicas = r.replicas();
+  if (r.batch % replicas != 0)
+    throw ValueError(split ? str("--world: its ", replicas, " data-parallel replicas must divide --batch (", r.batch,
+                                 ") so that each gets batch / replicas samples")
+                           : str("--world: must divide --batch (", r.batch,
+                                 ") so that data parallelism gives each device batch / world samples, got '", r.world,
+                                 "'"));
   WEFT_CHECK((r.batch / replicas) % r.micro_batches == 0, ValueError, "--grad-accum: must divide each replica's batch (",
              r.batch / replicas, "), got '", r.micro_batches, "'");
   WEFT_CHECK(r.pp_schedule == "1f1b" || r.pp_schedule == "gpipe", ValueError,
@@ -57,15 +60,14 @@ void check_request(const ModelDescription& model, const PlanRequest& r) {
 }
 
 // One stage's device: the states of its share of the model and the step replayed beside them.
-StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, int64_t stage, int64_t micro_rows,
-                     Plan& plan) {
+StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, const BytesPerParameter& per,
+                     int64_t stage, int64_t micro_rows) {
   StagePlan out;
   out.stage = stage;
   out.parameters = share.num_parameters();
   const int64_t psi = share.num_parameters();
   // A state sharded by ZeRO is one flat buffer per device; otherwise each parameter tensor has its
   // own, as the allocator hands it out (when the tensors are known).
-  int64_t rounding = 0;
   auto state_bytes = [&](int64_t element, int64_t buffers, int zero_stage) {
     int64_t total = 0;
     WEFT_CHECK(!__builtin_mul_overflow(psi, element * buffers, &total), ValueError, "plan: ", psi,
@@ -74,10 +76,9 @@ StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, int64_
     if (share.parameter_tensors().empty() || buffers == 0) return total;
     int64_t blocks = 0;
     for (int64_t numel : share.parameter_tensors()) blocks += buffers * fresh_block_bytes(numel * element);
-    rounding += blocks - total;
+    out.rounding_bytes += blocks - total;
     return blocks;
   };
-  const BytesPerParameter& per = plan.per_parameter;
   // The optimizer's state is flat (optim/optimizer.h): one allocation per buffer for every parameter.
   const int64_t optimizer_buffers = per.optimizer / per.optimizer_element;
   out.optimizer_bytes = r.zero >= 1 ? state_bytes(per.optimizer_element, optimizer_buffers, 1)
@@ -86,19 +87,18 @@ StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, int64_
   out.params_bytes = state_bytes(per.params, 1, 3);
   // DDP copies each gradient into its bucket when ready (the first bucket at most 1 MiB, so that
   // communication starts early; the rest, here, one).
-  const int64_t replicas = r.world / (r.tp * r.pp), grads_total = psi * per.grads;
-  if (replicas > 1 && r.zero == 0 && r.pp == 1) {
+  const int64_t grads_total = psi * per.grads;
+  if (r.replicas() > 1 && r.zero == 0 && r.pp == 1) {
     const int64_t first = std::min<int64_t>(grads_total, int64_t{1} << 20);
     out.bucket_bytes = fresh_block_bytes(first) + (grads_total > first ? fresh_block_bytes(grads_total - first) : 0);
   }
-  int64_t gathered = 0;
   if (r.zero == 3 && r.world > 1) {
     const int64_t unit = share.largest_unit_parameters() * (per.params + per.grads);
-    gathered = unit - divide_up(unit, r.world);
+    out.gathered_bytes = unit - divide_up(unit, r.world);
   }
   // GPipe runs every forward before the first backward; 1F1B's stage s holds at most pp - s.
   out.in_flight = r.pp == 1 ? 1 : r.pp_schedule == "gpipe" ? r.micro_batches : std::min(r.pp - stage, r.micro_batches);
-  const int64_t resident = out.params_bytes + out.optimizer_bytes + out.bucket_bytes + gathered;
+  const int64_t resident = out.params_bytes + out.optimizer_bytes + out.bucket_bytes + out.gathered_bytes;
   if (share.knows_activations()) {
     ActivationTape tape = share.step_tape(micro_rows, activation_format(r.precision), r.checkpoint_activations);
     const int64_t earlier = (out.in_flight - 1) * tape.bytes_after_forward();
@@ -120,10 +120,6 @@ StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, int64_
     out.total_bytes = resident + out.grads_bytes;
     out.peak_at = "the optimizer step (activations not included)";
   }
-  if (out.total_bytes >= plan.total_bytes) {
-    plan.rounding_bytes = rounding;
-    plan.gathered_bytes = gathered;
-  }
   return out;
 }
 
@@ -132,26 +128,27 @@ Plan plan_as_requested(const ModelDescription& model, const PlanRequest& r) {
   check_request(model, r);
   Plan plan;
   plan.request = r;
-  plan.data_parallel = r.world / (r.tp * r.pp);
-  plan.per_device_batch = r.batch / plan.data_parallel;
+  plan.per_device_batch = r.batch / r.replicas();
   plan.per_parameter = bytes_per_parameter(r.precision, r.optimizer);
   plan.activations_known = model.knows_activations();
   const int64_t micro_rows = plan.per_device_batch / r.micro_batches;
-  for (int64_t stage = 0; stage < r.pp; ++stage) {
-    const bool whole = r.tp == 1 && r.pp == 1;
-    const StagePlan s = plan_stage(whole ? model : ModelDescription::gpt(*model.gpt_config(), {r.tp, r.pp, stage}), r,
-                                   stage, micro_rows, plan);
-    if (s.total_bytes >= plan.total_bytes) {
-      plan.params_bytes = s.params_bytes;
-      plan.grads_bytes = s.grads_bytes;
-      plan.optimizer_bytes = s.optimizer_bytes;
-      plan.bucket_bytes = s.bucket_bytes;
-      plan.activations_bytes = s.activations_bytes;
-      plan.total_bytes = s.total_bytes;
-      plan.peak_at = r.pp > 1 ? str(s.peak_at, " on stage ", stage) : s.peak_at;
-    }
-    if (!whole) plan.stages.push_back(s);
-  }
+  std::vector<StagePlan> stages;
+  for (int64_t stage = 0; stage < r.pp; ++stage)
+    stages.push_back(plan_stage(r.splits_model() ? ModelDescription::gpt(*model.gpt_config(), {r.tp, r.pp, stage}) : model,
+                                r, plan.per_parameter, stage, micro_rows));
+  // The rows are the largest device's.
+  const StagePlan& largest = *std::max_element(
+      stages.begin(), stages.end(), [](const StagePlan& a, const StagePlan& b) { return a.total_bytes < b.total_bytes; });
+  plan.params_bytes = largest.params_bytes;
+  plan.grads_bytes = largest.grads_bytes;
+  plan.optimizer_bytes = largest.optimizer_bytes;
+  plan.bucket_bytes = largest.bucket_bytes;
+  plan.gathered_bytes = largest.gathered_bytes;
+  plan.rounding_bytes = largest.rounding_bytes;
+  plan.activations_bytes = largest.activations_bytes;
+  plan.total_bytes = largest.total_bytes;
+  plan.peak_at = r.pp > 1 ? str(largest.peak_at, " on stage ", largest.stage) : largest.peak_at;
+  if (r.splits_model()) plan.stages = std::move(stages);
   plan.device = find_device(r.device);
   plan.fits = plan.total_bytes <= plan.device.memory_bytes;
   plan.model_size_bytes = model.num_parameters() * 4;
@@ -171,7 +168,7 @@ std::optional<Plan> first_that_fits(const ModelDescription& model, const Plan& p
     r.precision = Precision::bf16;
     if (auto p = fits(r)) return p;
   }
-  const bool split = r.tp > 1 || r.pp > 1;  // weft train does not combine ZeRO with them
+  const bool split = r.splits_model();  // weft train does not combine ZeRO with tp or pp
   if (r.world > 1 && !split)
     for (int stage = r.zero + 1; stage <= 3; ++stage) {
       r.zero = stage;
@@ -247,7 +244,7 @@ Plan make_plan(const ModelDescription& model, PlanRequest request) {
   if (std::optional<Plan> fitting = first_that_fits(model, plan)) {
     plan.fits_with = fitting->request;
     plan.fits_with_total_bytes = fitting->total_bytes;
-  } else if (r.tp > 1 || r.pp > 1) {
+  } else if (r.splits_model()) {
     plan.notes.push_back("neither bf16 nor activation checkpointing makes it fit: more tensor-parallel ranks or "
                          "pipeline stages, or fewer samples per micro-batch (--grad-accum)");
   } else {

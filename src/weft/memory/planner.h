@@ -75,6 +75,9 @@ struct PlanRequest {
   // pipeline parallelism they flow through the stages under pp_schedule ("1f1b" or "gpipe").
   int64_t tp = 1, pp = 1, micro_batches = 1;
   std::string pp_schedule = "1f1b";
+
+  bool splits_model() const { return tp > 1 || pp > 1; }
+  int64_t replicas() const { return world / (tp * pp); }  // data-parallel; tp and pp checked first
 };
 
 // One pipeline stage's device (every stage's, tp ranks alike): the states of its share of the
@@ -82,15 +85,14 @@ struct PlanRequest {
 // 1F1B: pp - stage at most).
 struct StagePlan {
   int64_t stage = 0, parameters = 0, in_flight = 1;
-  int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, bucket_bytes = 0, activations_bytes = 0,
-          total_bytes = 0;
+  int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, bucket_bytes = 0, gathered_bytes = 0,
+          rounding_bytes = 0, activations_bytes = 0, total_bytes = 0;
   std::string peak_at;
 };
 
 struct Plan {
   PlanRequest request;           // as planned (batch filled in)
   int64_t per_device_batch = 0;  // each data-parallel replica's
-  int64_t data_parallel = 1;     // world / (tp x pp)
   // Under tensor or pipeline parallelism, each stage's device; the rows below are the largest one's.
   std::vector<StagePlan> stages;
   BytesPerParameter per_parameter;
