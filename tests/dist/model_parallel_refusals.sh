@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every rank of a launch refuses a tensor- or pipeline-parallel layout it cannot run, alike: one line naming what
+# Every rank of a launch refuses a tensor- or pipeline-parallel layout (or both) it cannot run, alike: one line naming what
 # is wrong on each rank, exit status 2, and no hang (mpirun --timeout ends one).
 # Usage: model_parallel_refusals.sh WEFT MPIEXEC
 weft=$1
@@ -33,4 +33,8 @@ refuses 2 "weft: --pp 2: the GPT's 1 blocks cannot make 2 stages (--layers must 
 refuses 2 "weft: --pp-schedule 1f1b: needs at least as many micro-batches (--grad-accum) as stages (--pp 2), got 1" --parallel pp --pp 2
 refuses 2 "weft: --pp 4: must divide the launch's 2 ranks" --parallel pp --pp 4 --pp-schedule gpipe
 refuses 2 "weft: --parallel: --pp 2 needs --parallel pp" --pp 2
+refuses 2 "weft: --tp 2 --pp 2: tp x pp = 4 must divide the launch's 2 ranks" --parallel tp,pp --tp 2 --pp 2 --pp-schedule gpipe
+refuses 2 "weft: --parallel zero2,tp: ZeRO-2 shards gradients over the data-parallel replicas of a whole model" --parallel zero2,tp --tp 2
+refuses 2 "weft: --parallel: a comma-separated list of at most one of ddp (or dp), zero1, zero2, zero3 and any of tp, pp, got 'dp,zero1,tp'" --parallel dp,zero1,tp --tp 2
+refuses 2 "weft: --parallel: a comma-separated list of at most one of ddp (or dp), zero1, zero2, zero3 and any of tp, pp, got 'tp,tp'" --parallel tp,tp --tp 2
 exit $failed

@@ -1,4 +1,4 @@
-// weft plan --tp / --pp against weft train --parallel tp / pp (and ddp): each rank's allocator peak over a
+// weft plan --tp / --pp [--zero 1] against weft train --parallel tp / pp / both (and ddp, and ZeRO-1): each rank's allocator peak over a
 // few training steps (before the final evaluation) is within 15% of what the planner predicts for
 // its stage's device.
 #include <gtest/gtest.h>
@@ -27,7 +27,10 @@ TEST(SplitMemoryPlan, EachRanksPeakIsWithin15PercentOfItsStagesPlan) {
   const nn::GPTConfig config{.layers = 4, .heads = 4, .dim = 128, .context = 64, .vocab = 512};
   std::vector<Layout> layouts = {{"ddp", 1, 1, "1f1b"}, {"tp", 2, 1, "1f1b"}, {"pp", 1, 2, "gpipe"}, {"pp", 1, 2, "1f1b"}};
   // On 4 ranks tp 2 and pp 2 run with 2 data-parallel replicas.
-  if (size == 4) layouts.insert(layouts.end(), {{"tp", 4, 1, "1f1b"}, {"pp", 1, 4, "gpipe"}, {"pp", 1, 4, "1f1b"}});
+  // On 4 ranks also tp 2 x pp 2, and ZeRO-1 over the replicas of a split model.
+  if (size == 4)
+    layouts.insert(layouts.end(), {{"tp", 4, 1, "1f1b"}, {"pp", 1, 4, "gpipe"}, {"pp", 1, 4, "1f1b"},
+                                   {"tp,pp", 2, 2, "1f1b"}, {"zero1,tp", 2, 1, "1f1b"}, {"zero1,pp", 1, 2, "1f1b"}});
   for (const Layout& l : layouts) {
     train::TrainOptions o;
     o.model = "gpt";
@@ -50,10 +53,10 @@ TEST(SplitMemoryPlan, EachRanksPeakIsWithin15PercentOfItsStagesPlan) {
     const double measured = static_cast<double>(train::train(o, log, false, group()).steps_peak_allocated_bytes);
     const memory::Plan plan = memory::make_plan(
         memory::ModelDescription::gpt(config),
-        {.batch = 16, .optimizer = memory::OptimizerKind::adamw, .world = size, .tp = l.tp, .pp = l.pp,
-         .micro_batches = 4, .pp_schedule = l.schedule});
+        {.batch = 16, .optimizer = memory::OptimizerKind::adamw, .zero = std::string(l.parallel).starts_with("zero1"),
+         .world = size, .tp = l.tp, .pp = l.pp, .micro_batches = 4, .pp_schedule = l.schedule});
     const int64_t replicas = size / (l.tp * l.pp);
-    const int64_t stage = rank / replicas;  // stage-major ranks: a stage's replicas side by side
+    const int64_t stage = rank / (replicas * l.tp);  // stage-major ranks (train/split_model.h)
     const double predicted = static_cast<double>(l.pp > 1 ? plan.stages.at(stage).total_bytes : plan.total_bytes);
     const double error = predicted / measured - 1;
     EXPECT_LE(std::abs(error), 0.15) << l.parallel << " tp " << l.tp << " pp " << l.pp << " " << l.schedule << " rank "

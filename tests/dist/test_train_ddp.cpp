@@ -285,6 +285,49 @@ TEST(TrainPipeline, StagesTakeOneProcesssStepsWithEitherScheduleAndResume) {
   group().barrier();
 }
 
+// The splits combined on 4 ranks (--parallel tp,pp; zero1,tp and zero1,pp, ZeRO-1 sharding the
+// optimizer states over the 2 replicas of the split model) take one process's steps, with every
+// step clipped by the norm over the whole model; a ZeRO-1 run's checkpoint resumes as tp 2 x pp 2
+// and in one process.
+TEST(TrainModelParallel, CombinedSplitsTakeOneProcesssStepsAndResume) {
+  const int rank = group().rank(), size = group().size();
+  if (size != 4) GTEST_SKIP() << "lays 2 x 2 ranks out";
+  const std::unique_ptr<ProcessGroup> one = group().split(rank, 0);
+  const std::string dir = shared_directory("3d");
+  train::TrainOptions o = tiny_gpt(4);
+  o.text.layers = 4;
+  o.text.heads = 4;
+  o.grad_accum = 4;
+  o.threads = 1;
+  o.schedule = "constant";
+  o.clip_grad = 0.01;
+  auto run = [&](ProcessGroup& g, const char* parallel, int64_t tp, int64_t pp, int64_t steps, const std::string& out,
+                 const std::string& resume) {
+    train::TrainOptions r = o;
+    r.parallel = parallel;
+    r.tp = tp;
+    r.pp = pp;
+    return train_run(g, r, steps, out, resume);
+  };
+  if (rank == 0) run(*one, "", 1, 1, 4, dir + "/single", "");
+  const std::string split = run(group(), "tp,pp", 2, 2, 4, dir + "/tp_pp", "");
+  const std::string zero_tp = run(group(), "zero1,tp", 2, 1, 4, dir + "/zero1_tp", "");
+  const std::string zero_pp = run(group(), "zero1,pp", 1, 2, 4, dir + "/zero1_pp", "");
+  run(group(), "zero1,tp", 2, 1, 2, dir + "/half", "");
+  run(group(), "tp,pp", 2, 2, 4, dir + "/resumed", dir + "/half");
+  if (rank == 0) {
+    EXPECT_NE(split.find("ranks: tensor-parallel groups [0 1] [2 3]; pipeline groups (stage by stage) [0 2] [1 3]\n"),
+              std::string::npos) << split;
+    EXPECT_NE(zero_tp.find("ZeRO-1 on 2 data-parallel replicas"), std::string::npos) << zero_tp;
+    EXPECT_NE(zero_pp.find("ranks: pipeline groups (stage by stage) [0 2] [1 3]; data-parallel groups [0 1] [2 3]"),
+              std::string::npos) << zero_pp;
+    run(*one, "", 1, 1, 4, dir + "/resumed_single", dir + "/half");
+    expect_split_runs_hold_one_processs_state(dir, {"tp_pp", "zero1_tp", "zero1_pp", "resumed"});
+    std::filesystem::remove_all(dir);
+  }
+  group().barrier();
+}
+
 // Communicating less. --grad-compress bf16 takes DDP's steps within what 16-bit gradients hold and
 // says its bytes, half of f32's. --sync-every 3 (local SGD): the ranks step apart, so after step 4
 // (one step past an average) their parameters differ; the run ends averaged, every rank holding

@@ -207,7 +207,8 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
 
 // Tensor and pipeline parallelism: the stages' shares add up to the whole GPT (the last stage's copy
 // of the tied embedding and the tensor-parallel ranks' whole norms and row biases counted where they
-// are held), 1F1B keeps fewer micro-batches than GPipe, and what weft train refuses is refused.
+// are held), 1F1B keeps fewer micro-batches than GPipe, ZeRO-1 shards a share's optimizer states, and
+// what weft train refuses is refused.
 TEST(PlannerTest, SplitPlansShareTheModelAndRefuseWhatTrainingRefuses) {
   const nn::GPTConfig c{.layers = 4, .heads = 4, .dim = 128, .context = 64, .vocab = 512};
   const int64_t whole = gpt_parameters(c), D = c.dim, V = c.vocab;
@@ -238,7 +239,12 @@ TEST(PlannerTest, SplitPlansShareTheModelAndRefuseWhatTrainingRefuses) {
   EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 3, .tp = 2}), "--world: must be a multiple of --tp x --pp"));
   EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 2, .pp = 2, .micro_batches = 1}),
                        "1F1B over 2 stages needs at least 2 micro-batches"));
-  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .zero = 1, .world = 4, .tp = 2}), "--zero: not with --tp or --pp"));
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .zero = 2, .world = 4, .tp = 2}), "--zero 2: not with --tp or --pp"));
+  // ZeRO-1 divides a tensor-parallel share's optimizer states over the replicas, and keeps its
+  // gradients in flat buckets.
+  const Plan zero1 = make_plan(gpt, {.batch = 8, .optimizer = OptimizerKind::adamw, .zero = 1, .world = 4, .tp = 2});
+  EXPECT_EQ(zero1.optimizer_bytes, ModelDescription::gpt(c, {.tp = 2}).num_parameters() * 8 / 2);
+  EXPECT_GE(zero1.bucket_bytes, ModelDescription::gpt(c, {.tp = 2}).num_parameters() * 4);
   EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 2, .tp = 2, .micro_batches = 3}),
                        "--grad-accum: must divide each replica's batch (8)"));
   EXPECT_TRUE(contains(plan_with(ModelDescription::builtin("mlp"), {.batch = 8, .world = 2, .tp = 2}),

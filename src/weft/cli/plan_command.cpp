@@ -85,7 +85,8 @@ void print_plan(const memory::ModelDescription& model, const memory::Plan& p) {
   if (p.rounding_bytes > 0)
     std::cout << "  (the three rows above include " << memory::format_decimal_bytes(p.rounding_bytes)
               << " of allocator blocks beyond bytes x parameters: each tensor is its own allocation)\n";
-  if (p.bucket_bytes > 0) print_row("DDP buckets", p.bucket_bytes, "every gradient copied flat for the all-reduce");
+  if (p.bucket_bytes > 0)
+    print_row(r.zero == 1 ? "ZeRO-1 buckets" : "DDP buckets", p.bucket_bytes, "every gradient copied flat for the all-reduce");
   if (p.gathered_bytes > 0)
     print_row("ZeRO-3 gathered layer", p.gathered_bytes, "one layer's parameters and gradients in full");
   if (p.activations_known) print_row("activations (high-water)", p.activations_bytes, "");
@@ -218,7 +219,8 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       "  fp32: 4 + 4 + Adam 8 (m, v) = 16; SGD momentum 4; plain SGD 0\n"
       "  fp16 / bf16 (mixed precision, f32 master weights): 2 + 2 + Adam 12 (master, m, v) = 16; momentum 8; SGD 4\n"
       "  bf16-pure: 2 + 2 + Adam 4 (m, v in bf16) = 8\n"
-      "ZeRO --zero 1 shards the optimizer states over --world devices, 2 also the gradients, 3 also the parameters.\n"
+      "ZeRO --zero 1 shards the optimizer states over the data-parallel replicas (--world / (--tp x --pp)), 2 also\n"
+      "the gradients, 3 also the parameters (these two not with --tp or --pp).\n"
       "Activations come from the layers' shapes and what weft's ops keep for the backward; the total is the\n"
       "predicted peak of one training step per device. Sizes print in bytes, decimal GB and binary GiB.");
   c->add_option("--model", f->model, "a built-in model: mlp | cnn | gpt (GPT-2 small unless the flags below change it)")

@@ -46,7 +46,7 @@ void train(const train::TrainOptions& options, bool json) {
   if (!options.out_dir.empty()) {
     const std::string& out = options.out_dir;
     const std::string use = options.is_image_task() ? "evaluate with weft eval" : "sample with weft generate";
-    if (options.parallel.starts_with("zero") || options.tensor_parallel() || options.pipeline_parallel())
+    if (options.zero_stage() > 0 || options.tensor_parallel() || options.pipeline_parallel())
       std::cout << "checkpoint: " << out << ", sharded (merge with weft ckpt consolidate " << out << " --out FILE, then "
                 << use << " --checkpoint FILE; resume with --resume " << out << " on any number of ranks)";
     else
@@ -146,10 +146,10 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   number_flag(t, "--grad-accum", o->grad_accum, "micro-batches of batch-size / K per optimizer step");
   t->add_option("--parallel", o->parallel,
                 "ddp (or dp): data parallel over the ranks of mpirun (the default there); zero1, zero2, zero3: also shard "
-                "the optimizer states, then the gradients, then the parameters (ZeRO); tp (or dp,tp): the GPT's layers "
-                "split over groups of --tp ranks, data parallel across the groups; pp (or dp,pp): its blocks in --pp "
-                "stages; --batch-size is the global batch")
-      ->check(one_of({"ddp", "dp", "zero1", "zero2", "zero3", "tp", "dp,tp", "pp", "dp,pp"}));
+                "the optimizer states, then the gradients, then the parameters (ZeRO); tp: the GPT's layers split over "
+                "groups of --tp ranks; pp: its blocks in --pp stages; combined as a list, dp,tp,pp or zero1,tp,pp, the "
+                "ranks tp x pp leave are data-parallel replicas; --batch-size is the global batch")
+      ->check(not_empty());
   number_flag(t, "--pp", o->pp, "--parallel pp: pipeline stages, a rank each (a divisor of the ranks, at most --layers)");
   t->add_option("--pp-schedule", o->pp_schedule,
                 "--parallel pp: gpipe (every forward, then every backward) or 1f1b (default; at most --pp micro-batches "

@@ -232,8 +232,7 @@ GPTStage::GPTStage(const nn::GPT& whole, int64_t stage_index, int64_t stage_coun
   if (first) {
     register_module("wte", wte, whole.wte);
   } else if (last) {  // the tied projection's own copy of the table, kept equal by tie_gradients
-    NoGradGuard no_grad;
-    register_module("wte", wte, std::make_shared<nn::Embedding>("Embedding", whole.wte->weight.clone()));
+    register_module("wte", wte, whole.wte->with_copied_table());
   }
   if (first) {
     register_module("wpe", wpe, whole.wpe);

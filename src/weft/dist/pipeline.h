@@ -87,7 +87,8 @@ int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages);
 // weight"), so a checkpoint's tensors map to their stage. With P > 1 the first and the last stage
 // both hold "wte.weight" (the lookup and the projection); tie_gradients sums its gradient between
 // them after each step's backward, as Megatron-LM does, so both take the same update. Fewer blocks
-// than stages → ValueError naming --pp.
+// than stages → ValueError naming --pp. `whole` may be tensor parallel (parallelize_gpt): the stage
+// then holds the rank's slices, and the last stage's logits are its share of the vocabulary.
 class GPTStage : public nn::Module {
  public:
   GPTStage(const nn::GPT& whole, int64_t stage, int64_t stages);

@@ -8,7 +8,6 @@
 #include "weft/ops/arith.h"
 #include "weft/ops/embedding.h"
 #include "weft/ops/linear.h"
-#include "weft/optim/clip.h"
 
 namespace weft::dist {
 
@@ -234,7 +233,15 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
   return reduce_from_parallel_region(mul(rows, Tensor::from_vector(mine, mask_shape, weight.dtype())), group_);
 }
 
+VocabParallelEmbedding::VocabParallelEmbedding(Tensor rows, int64_t first_id, int64_t vocab_size, ProcessGroup& group)
+    : nn::Embedding("VocabParallelEmbedding", std::move(rows)), first(first_id), vocab(vocab_size), group_(group) {}
+
 Tensor VocabParallelEmbedding::attend(const Tensor& x) { return linear(copy_to_parallel_region(x, group_), weight, Tensor()); }
+
+std::shared_ptr<nn::Embedding> VocabParallelEmbedding::with_copied_table() const {
+  NoGradGuard no_grad;
+  return std::shared_ptr<nn::Embedding>(new VocabParallelEmbedding(weight.clone(), first, vocab, group_));
+}
 
 namespace {
 
@@ -279,15 +286,6 @@ TensorParallelLayout parallelize_gpt(nn::GPT& model, ProcessGroup& group) {
   note("wte.weight", model.wte->weight, {.dim = 0});
   model.replace_module("wte", std::make_shared<VocabParallelEmbedding>(*model.wte, group));
   return layout;
-}
-
-double tensor_parallel_grad_norm(const nn::Module& model, const TensorParallelLayout& layout, ProcessGroup& group) {
-  std::vector<Tensor> split, whole;
-  for (const auto& [name, p] : model.named_parameters()) (layout.contains(name) ? split : whole).push_back(p);
-  const double mine = optim::grad_norm(split), shared = optim::grad_norm(whole);
-  Tensor squares = Tensor::scalar(mine * mine, DType::f64);
-  group.all_reduce(squares, ReduceOp::sum);
-  return std::sqrt(squares.item() + shared * shared);
 }
 
 }  // namespace weft::dist

@@ -119,10 +119,12 @@ class VocabParallelEmbedding : public nn::Embedding {
   Tensor forward(const Tensor& ids) override;
   // x [..., dim] -> the rank's logits [..., vocab / N] (copy_to first: x's gradient sums the ranks').
   Tensor attend(const Tensor& x) override;
+  std::shared_ptr<nn::Embedding> with_copied_table() const override;
 
   const int64_t first, vocab;
 
  private:
+  VocabParallelEmbedding(Tensor rows, int64_t first, int64_t vocab, ProcessGroup& group);
   ProcessGroup& group_;
 };
 
@@ -133,9 +135,5 @@ class VocabParallelEmbedding : public nn::Embedding {
 // vocab_parallel_cross_entropy). Two all-reduces per block forward, two backward. Heads or
 // vocabulary that the group does not divide → ValueError naming --tp.
 TensorParallelLayout parallelize_gpt(nn::GPT& model, ProcessGroup& group);
-
-// The 2-norm of the whole model's gradients, from the tensor-parallel ranks' (what clipping needs):
-// the split parameters' squares summed over the group, those every rank holds whole counted once.
-double tensor_parallel_grad_norm(const nn::Module& model, const TensorParallelLayout& layout, ProcessGroup& group);
 
 }  // namespace weft::dist

@@ -299,6 +299,24 @@ void ZeroDataParallel::finish_step() {
   for (Work& w : works) w.wait();
 }
 
+void ZeroDataParallel::reduce_gradients() {
+  WEFT_CHECK(options_.stage == 1, ValueError, "ZeRO-", options_.stage, ": reduces gradients during backward only");
+  prepare_backward(true);
+  for (size_t k = params_.size(); k-- > 0;) gradient_ready(k);  // the buckets' order: the last parameters first
+  finish_backward();
+}
+
+std::vector<double> ZeroDataParallel::grad_squares() const {
+  std::vector<double> squares(params_.size(), 0.0);
+  for (const Piece& piece : pieces(group_.rank())) {
+    const Tensor& shard = shards_[bucket_of_[piece.param]];
+    if (!shard.grad().defined()) continue;
+    const double norm = optim::tensors_norm({shard.grad().narrow(0, offset_in_shard(piece), piece.length)});
+    squares[piece.param] = norm * norm;
+  }
+  return squares;
+}
+
 double ZeroDataParallel::grad_norm() const {
   std::vector<Tensor> grads;
   for (const Tensor& s : shards_)
@@ -337,24 +355,50 @@ std::vector<ZeroDataParallel::Piece> ZeroDataParallel::pieces(int rank) const {
   return out;
 }
 
+int64_t ZeroDataParallel::offset_in_shard(const Piece& piece) const {
+  const Bucket& b = buckets_[bucket_of_[piece.param]];
+  const size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), piece.param) - b.params.begin());
+  return b.offsets[slot] + piece.begin - group_.rank() * shard_numel(b);
+}
+
 std::map<std::string, Tensor> ZeroDataParallel::local_state(const optim::Optimizer& optimizer,
                                                             const std::vector<std::string>& param_names) const {
   WEFT_CHECK(param_names.size() == params_.size(), ValueError, "ZeRO: ", param_names.size(), " names for ",
              params_.size(), " parameters");
   NoGradGuard no_grad;
   std::map<std::string, Tensor> out;
-  const int64_t rank = group_.rank();
   for (const Piece& piece : pieces(group_.rank())) {
     const size_t k = bucket_of_[piece.param];
-    const Bucket& b = buckets_[k];
-    const size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), piece.param) - b.params.begin());
-    // Where the piece starts in this rank's shard of the bucket.
-    const int64_t at = b.offsets[slot] + piece.begin - rank * shard_numel(b);
+    const int64_t at = offset_in_shard(piece);
     const std::string& name = param_names[piece.param];
     out[name] = shards_[k].narrow(0, at, piece.length).clone();
     if (optimizer.step_count(k) == 0) continue;
     out[name + ".step"] = Tensor::scalar(static_cast<double>(optimizer.step_count(k)), DType::i64);
     for (const auto& [field, buffer] : optimizer.state(k)) out[name + "." + field] = buffer.narrow(0, at, piece.length).clone();
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> ZeroDataParallel::gather_state(const optim::Optimizer& optimizer,
+                                                             const std::vector<std::string>& param_names) const {
+  WEFT_CHECK(param_names.size() == params_.size(), ValueError, "ZeRO: ", param_names.size(), " names for ",
+             params_.size(), " parameters");
+  NoGradGuard no_grad;
+  std::map<std::string, Tensor> out;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const Bucket& b = buckets_[k];
+    const int64_t step = optimizer.step_count(k);
+    if (step == 0) continue;
+    for (const auto& [field, shard] : optimizer.state(k)) {
+      Tensor whole = Tensor::empty({b.numel}, shard.dtype());
+      group_.all_gather(shard, whole);
+      for (size_t slot = 0; slot < b.params.size(); ++slot) {
+        const Tensor& p = params_[b.params[slot]];
+        out[param_names[b.params[slot]] + "." + field] = whole.narrow(0, b.offsets[slot], p.numel()).reshape(p.shape()).clone();
+      }
+    }
+    for (size_t index : b.params)
+      out[param_names[index] + ".step"] = Tensor::scalar(static_cast<double>(step), DType::i64);
   }
   return out;
 }

@@ -95,6 +95,14 @@ class ZeroDataParallel : public GradientSync {
   void finish_step();
   // The L2 norm of the whole averaged gradient, from every rank's shard (collective).
   double grad_norm() const;
+  // Per model parameter, the squared 2-norm of this rank's piece of its averaged gradient (0 where
+  // the rank holds none of it). Local: the pieces' squares summed over the ranks are the
+  // parameter's (a model split by tensor or pipeline parallelism weighs them, train/split_model.h).
+  std::vector<double> grad_squares() const;
+  // Stage 1: the gradients already in the parameters' .grad (a pipeline's, summed over its
+  // micro-batches and between the tied table's stages, outside backward's hooks) reduced as a
+  // backward's are, as prepare_backward(true), a backward and finish_backward() would.
+  void reduce_gradients();
 
   // Each rank takes its shards of one process's optimizer state (Optimizer::state_dict keyed by
   // `param_names`, one per model parameter) into `optimizer`, built over shards(). Local. A bucket
@@ -115,6 +123,10 @@ class ZeroDataParallel : public GradientSync {
   // each state buffer, "master" included), "NAME.step" (0-d) once the optimizer has stepped. Local.
   std::map<std::string, Tensor> local_state(const optim::Optimizer& optimizer,
                                             const std::vector<std::string>& param_names) const;
+  // One process's optimizer state, keyed as Optimizer::state_dict by `param_names`, gathered from
+  // every rank's shards (collective): what a rank that saves a whole model's share writes.
+  std::map<std::string, Tensor> gather_state(const optim::Optimizer& optimizer,
+                                             const std::vector<std::string>& param_names) const;
 
   // Stage 3: every parameter gathered (to read or write them whole: a checkpoint), until
   // release_parameters(), which first writes each rank's shard back from them. Other stages: nothing.
@@ -139,6 +151,8 @@ class ZeroDataParallel : public GradientSync {
     Work work;
   };
   int64_t shard_numel(const Bucket& b) const { return b.numel / group_.size(); }
+  // Where `piece` (of this rank) starts in its bucket's shard.
+  int64_t offset_in_shard(const Piece& piece) const;
   Tensor flat(const Bucket& b) const;  // the whole buffer, as a 1-D tensor
   void lay_out(nn::Module& model);
   void add_layer_hooks(nn::Module& model);

@@ -295,13 +295,15 @@ ModelDescription ModelDescription::gpt(const nn::GPTConfig& config, GptShare sha
   if (pp > 1) m.name_ += str(", stage ", share.stage, " of ", pp);
   const int64_t D = config.dim, V = config.vocab / tp;
   const bool first = share.stage == 0, last = share.stage == pp - 1;
+  // In the order of the stage's parameters (dist::GPTStage): the tables (the last stage's copy of
+  // the tied one), the blocks, the final norm; ZeRO's and DDP's buckets follow it.
   if (first) m.parameter_tensors_ = {product({V, D}), product({config.context, D})};
+  if (last && !first) m.parameter_tensors_.push_back(product({V, D}));
   for (int64_t i = first_block_of(share.stage, config.layers, pp); i < first_block_of(share.stage + 1, config.layers, pp);
        ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj (row-parallel biases whole)
     m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D, 3 * D * D / tp, 3 * D / tp, D * D / tp, D, D, D,
                                                              4 * D * D / tp, 4 * D / tp, 4 * D * D / tp, D});
   if (last) m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D});  // ln_f
-  if (last && !first) m.parameter_tensors_.push_back(product({V, D}));          // the tied wte's copy
   for (int64_t numel : m.parameter_tensors_) m.num_parameters_ += numel;
   m.largest_unit_ = std::max({gpt_block_parameters(config) / tp, first || last ? product({V, D}) : 0,
                               first ? product({config.context, D}) : 0});

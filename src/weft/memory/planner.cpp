@@ -40,8 +40,8 @@ void check_request(const ModelDescription& model, const PlanRequest& r) {
   WEFT_CHECK(!split || model.gpt_config().has_value(), ValueError,
              "--tp, --pp: tensor and pipeline parallelism split a GPT; describe one (--model gpt, or --layers "
              "--hidden --heads --vocab --seq)");
-  WEFT_CHECK(!split || r.zero == 0, ValueError,
-             "--zero: not with --tp or --pp (weft train shards optimizer states only under data parallelism)");
+  WEFT_CHECK(!split || r.zero <= 1, ValueError, "--zero ", r.zero, ": not with --tp or --pp (weft train shards a "
+             "split model's optimizer states over its replicas, --zero 1, and its gradients and parameters not)");
   WEFT_CHECK(r.world % (r.tp * r.pp) == 0, ValueError, "--world: must be a multiple of --tp x --pp (", r.tp * r.pp,
              "), the rest data parallel, got '", r.world, "'");
   const int64_t replicas = r.replicas();
@@ -72,7 +72,7 @@ StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, const 
     int64_t total = 0;
     WEFT_CHECK(!__builtin_mul_overflow(psi, element * buffers, &total), ValueError, "plan: ", psi,
                " parameters are more than this planner can count in bytes");
-    if (r.zero >= zero_stage) return divide_up(total, r.world);
+    if (r.zero >= zero_stage) return divide_up(total, r.replicas());
     if (share.parameter_tensors().empty() || buffers == 0) return total;
     int64_t blocks = 0;
     for (int64_t numel : share.parameter_tensors()) blocks += buffers * fresh_block_bytes(numel * element);
@@ -85,16 +85,41 @@ StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, const 
                                     : optimizer_buffers * fresh_block_bytes(psi * per.optimizer_element);
   out.grads_bytes = state_bytes(per.grads, 1, 2);
   out.params_bytes = state_bytes(per.params, 1, 3);
-  // DDP copies each gradient into its bucket when ready (the first bucket at most 1 MiB, so that
-  // communication starts early; the rest, here, one).
-  const int64_t grads_total = psi * per.grads;
-  if (r.replicas() > 1 && r.zero == 0 && r.pp == 1) {
-    const int64_t first = std::min<int64_t>(grads_total, int64_t{1} << 20);
-    out.bucket_bytes = fresh_block_bytes(first) + (grads_total > first ? fresh_block_bytes(grads_total - first) : 0);
+  // DDP's buckets and ZeRO-1 and 2's flat layout of `element`-byte values, one allocation each, cut
+  // as dist/ddp.h's reverse_order_buckets cuts them: the parameters last to first, the first
+  // bucket at most 1 MiB (so that communication starts early), the others at most 25 MiB (weft
+  // train's --bucket-mb). A bare parameter count: one bucket of 1 MiB and one of the rest.
+  auto flat_buckets = [&](int64_t element) {
+    constexpr int64_t kFirst = int64_t{1} << 20, kOthers = int64_t{25} << 20;
+    const std::vector<int64_t>& tensors = share.parameter_tensors();
+    if (tensors.empty()) {
+      const int64_t total = psi * element, first = std::min(total, kFirst);
+      return fresh_block_bytes(first) + (total > first ? fresh_block_bytes(total - first) : 0);
+    }
+    int64_t bytes = 0, filled = 0, buckets = 0;
+    for (auto numel = tensors.rbegin(); numel != tensors.rend(); ++numel) {
+      if (buckets == 0 || filled + *numel * element > (buckets == 1 ? kFirst : kOthers)) {
+        if (buckets > 0) bytes += fresh_block_bytes(filled);
+        ++buckets;
+        filled = 0;
+      }
+      filled += *numel * element;
+    }
+    return bytes + fresh_block_bytes(filled);
+  };
+  const bool zero_layout = (r.zero == 1 || r.zero == 2) && r.world > 1;
+  if (zero_layout && !share.parameter_tensors().empty()) {  // the parameters are views of the buckets
+    out.rounding_bytes -= out.params_bytes - psi * per.params;
+    out.params_bytes = flat_buckets(per.params);
+    out.rounding_bytes += out.params_bytes - psi * per.params;
   }
+  // DDP copies each gradient into its bucket when ready; ZeRO-1 too, into buckets it keeps from the
+  // first step on (dist/zero.h).
+  if ((r.replicas() > 1 && r.zero == 0 && r.pp == 1) || (r.zero == 1 && r.world > 1))
+    out.bucket_bytes = flat_buckets(per.grads);
   if (r.zero == 3 && r.world > 1) {
     const int64_t unit = share.largest_unit_parameters() * (per.params + per.grads);
-    out.gathered_bytes = unit - divide_up(unit, r.world);
+    out.gathered_bytes = unit - divide_up(unit, r.replicas());
   }
   // GPipe runs every forward before the first backward; 1F1B's stage s holds at most pp - s.
   out.in_flight = r.pp == 1 ? 1 : r.pp_schedule == "gpipe" ? r.micro_batches : std::min(r.pp - stage, r.micro_batches);
@@ -168,9 +193,9 @@ std::optional<Plan> first_that_fits(const ModelDescription& model, const Plan& p
     r.precision = Precision::bf16;
     if (auto p = fits(r)) return p;
   }
-  const bool split = r.splits_model();  // weft train does not combine ZeRO with tp or pp
-  if (r.world > 1 && !split)
-    for (int stage = r.zero + 1; stage <= 3; ++stage) {
+  const bool split = r.splits_model();  // weft train combines ZeRO-1 only with tp or pp
+  if (r.replicas() > 1)
+    for (int stage = r.zero + 1; stage <= (split ? 1 : 3); ++stage) {
       r.zero = stage;
       if (auto p = fits(r)) return p;
     }

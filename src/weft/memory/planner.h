@@ -98,9 +98,9 @@ struct Plan {
   BytesPerParameter per_parameter;
   int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;
   int64_t gathered_bytes = 0;     // ZeRO-3's unsharded layer, 0 otherwise
-  // DDP's flat buckets, one copy of every gradient (dist/ddp.h), resident beside the gradients
-  // themselves; 0 without data parallelism, under ZeRO and between pipeline replicas (they average
-  // the gradients in place).
+  // DDP's flat buckets, or ZeRO-1's, one copy of every gradient (dist/ddp.h, dist/zero.h), resident
+  // beside the gradients themselves; 0 without data parallelism, under ZeRO-2 and 3 and between the
+  // replicas of a pipeline without ZeRO (they average the gradients in place).
   int64_t bucket_bytes = 0;
   // What the three states above hold beyond parameters x bytes per parameter, because each
   // parameter-sized tensor is its own allocation (fresh_block_bytes); 0 for a bare parameter count.

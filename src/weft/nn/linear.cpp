@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "weft/autograd/grad_mode.h"
 #include "weft/nn/init.h"
 #include "weft/ops/embedding.h"
 #include "weft/ops/linear.h"
@@ -47,6 +48,11 @@ void Embedding::reset_parameters(Generator& gen) { init::normal_(weight, 0, 1, g
 Tensor Embedding::forward(const Tensor& indices) { return embedding(indices, weight); }
 
 Tensor Embedding::attend(const Tensor& x) { return linear(x, weight, Tensor()); }
+
+std::shared_ptr<Embedding> Embedding::with_copied_table() const {
+  NoGradGuard no_grad;
+  return std::make_shared<Embedding>("Embedding", weight.clone());
+}
 
 std::string Embedding::extra_repr() const { return str(num_embeddings, ", ", embedding_dim); }
 

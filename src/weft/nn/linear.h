@@ -1,6 +1,7 @@
 // Dense layers: Linear (an affine map) and Embedding (a table lookup), with PyTorch's default
 // initialisation. reset_parameters redraws them from `gen`.
 #pragma once
+#include <memory>
 #include "weft/core/random.h"
 #include "weft/nn/module.h"
 
@@ -27,6 +28,9 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t embedding_dim);
   Tensor forward(const Tensor& indices) override;
   virtual Tensor attend(const Tensor& x);
+  // The same module over its own copy of the table: a pipeline's last stage projects with one, kept
+  // equal to the first stage's by summing their gradients (dist/pipeline.h).
+  virtual std::shared_ptr<Embedding> with_copied_table() const;
   void reset_parameters(Generator& gen = default_generator());
   std::string extra_repr() const override;
 

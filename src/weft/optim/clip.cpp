@@ -154,6 +154,13 @@ double grad_norm(const std::vector<Tensor>& params, double norm_type) {
   return total;
 }
 
+double tensors_norm(const std::vector<Tensor>& tensors, double norm_type) {
+  check_norm_type(norm_type);
+  std::vector<Tensor> values;
+  for (const Tensor& t : tensors) values.push_back(t.contiguous_untracked());
+  return values.empty() ? 0 : total_norm(values, norm_type);
+}
+
 BackwardGradNorm::BackwardGradNorm(const std::vector<Tensor>& params, double norm_type)
     : params_(params), norm_type_(norm_type), shares_(params.size()) {
   check_norm_type(norm_type);

@@ -20,6 +20,8 @@ namespace weft::optim {
 // over 32 lanes, then the chunks in order), so the norm is the same bit for bit whatever the
 // thread count. norm_type <= 0 → ValueError.
 double grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
+// The same norm of the tensors themselves (a flat gradient's pieces: a ZeRO shard's).
+double tensors_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0);
 
 // grad_norm(params) taken while backward runs: once armed, each parameter's grad-ready hook reads
 // its gradient as soon as it is final, while the GEMM that wrote it has left it in cache, and

@@ -1,5 +1,9 @@
 #include "weft/train/options.h"
 
+#include <algorithm>
+#include <set>
+#include <vector>
+
 #include "weft/core/error.h"
 #include "weft/core/flag_value.h"
 #include "weft/nn/gpt.h"
@@ -22,7 +26,29 @@ void check_choice(std::string_view flag, const std::string& value, std::initiali
   throw ValueError(str(flag, ": must be one of ", names, ", got '", value, "'"));
 }
 
+// --parallel's comma-separated parts.
+std::vector<std::string> parallel_parts(const std::string& parallel) {
+  std::vector<std::string> parts;
+  for (size_t begin = 0; begin <= parallel.size();) {
+    const size_t comma = std::min(parallel.find(',', begin), parallel.size());
+    parts.push_back(parallel.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return parts;
+}
+
+bool has_part(const std::string& parallel, std::string_view part) {
+  const std::vector<std::string> parts = parallel_parts(parallel);
+  return std::find(parts.begin(), parts.end(), part) != parts.end();
+}
+
 }  // namespace
+
+int TrainOptions::zero_stage() const {
+  for (int stage = 1; stage <= 3; ++stage)
+    if (has_part(parallel, str("zero", stage))) return stage;
+  return 0;
+}
 
 void TrainOptions::validate() const {
   constexpr Accepts<double> positive{.min = 0, .min_open = true}, non_negative{.min = 0};
@@ -43,10 +69,24 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!batch_size || *batch_size % grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (",
              *batch_size, ") so that every micro-batch has batch-size / grad-accum samples, got '", grad_accum, "'");
   check_flag("--memory-limit", memory_limit, {.min = 0});
-  if (!parallel.empty())
-    check_choice("--parallel", parallel, {"ddp", "dp", "zero1", "zero2", "zero3", "tp", "dp,tp", "pp", "dp,pp"});
+  if (!parallel.empty()) {
+    const std::vector<std::string> parts = parallel_parts(parallel);
+    const std::set<std::string> data = {"ddp", "dp", "zero1", "zero2", "zero3"}, model_splits = {"tp", "pp"};
+    const auto is_data = [&](const std::string& part) { return data.contains(part); };
+    const bool known = std::all_of(parts.begin(), parts.end(), [&](const std::string& part) {
+      return is_data(part) || model_splits.contains(part);
+    });
+    WEFT_CHECK(known && std::set<std::string>(parts.begin(), parts.end()).size() == parts.size() &&
+                   std::count_if(parts.begin(), parts.end(), is_data) <= 1,
+               ValueError, "--parallel: a comma-separated list of at most one of ddp (or dp), zero1, zero2, zero3 "
+               "and any of tp, pp, got '", parallel, "'");
+  }
+  const bool splits_model = has_part(parallel, "tp") || has_part(parallel, "pp");
+  WEFT_CHECK(zero_stage() <= 1 || !splits_model, ValueError, "--parallel ", parallel, ": ZeRO-", zero_stage(),
+             " shards gradients", zero_stage() == 3 ? " and parameters" : "", " over the data-parallel replicas of a "
+             "whole model; a model split by tp or pp takes zero1 (its optimizer states sharded over the replicas)");
   check_flag("--tp", tp, {.min = 1, .max = 1 << 16});
-  const bool tp_asked = parallel.ends_with("tp");
+  const bool tp_asked = has_part(parallel, "tp");
   WEFT_CHECK(tp_asked == (tp > 1), ValueError, tp_asked ? "--tp: --parallel " : "--parallel: --tp ",
              tp_asked ? str(parallel, " needs the tensor-parallel size, --tp 2 or more") : str(tp, " needs --parallel tp"));
   WEFT_CHECK(tp == 1 || model == "gpt", ValueError, "--parallel tp: splits the GPT's layers; --model ", model,
@@ -56,7 +96,7 @@ void TrainOptions::validate() const {
              "rank's slice of the gradients); use bf16, which needs no loss scaling");
   WEFT_CHECK(tp == 1 || !auto_batch, ValueError, "--auto-batch: not under --parallel tp yet");
   check_flag("--pp", pp, {.min = 1, .max = 1 << 16});
-  const bool pp_asked = parallel.ends_with("pp");
+  const bool pp_asked = has_part(parallel, "pp");
   WEFT_CHECK(pp_asked == (pp > 1), ValueError, pp_asked ? "--pp: --parallel " : "--parallel: --pp ",
              pp_asked ? str(parallel, " needs the number of pipeline stages, --pp 2 or more") : str(pp, " needs --parallel pp"));
   check_choice("--pp-schedule", pp_schedule, {"gpipe", "1f1b"});
@@ -71,7 +111,7 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!print_schedule || pp > 1, ValueError, "--print-schedule: draws the pipeline of --parallel pp");
   if (!grad_compress.empty()) check_choice("--grad-compress", grad_compress, {"bf16", "fp16"});
   check_flag("--sync-every", sync_every, {.min = 1, .max = kMaxSteps});
-  const bool ddp = !parallel.starts_with("zero") && !parallel.ends_with("tp") && !parallel.ends_with("pp");
+  const bool ddp = zero_stage() == 0 && !splits_model;
   WEFT_CHECK(grad_compress.empty() || ddp, ValueError, "--grad-compress: compresses DDP's all-reduce; not under --parallel ",
              parallel);
   WEFT_CHECK(sync_every == 1 || (ddp && grad_compress.empty()), ValueError, "--sync-every: local SGD replaces DDP's "
@@ -79,7 +119,7 @@ void TrainOptions::validate() const {
   WEFT_CHECK(sync_every == 1 || precision == amp::Precision::fp32, ValueError,
              "--sync-every: averages the f32 parameters; not with --precision ", amp::precision_name(precision),
              " (its 16-bit copies and masters would go stale)");
-  WEFT_CHECK(!parallel.starts_with("zero") || precision != amp::Precision::fp16, ValueError,
+  WEFT_CHECK(zero_stage() == 0 || precision != amp::Precision::fp16, ValueError,
              "--precision: fp16 is not trained under --parallel ", parallel, " yet (its loss scaler's inf check "
              "would need every rank's gradient shard); use bf16, which needs no loss scaling");
   check_flag("--bucket-mb", bucket_mb, {.min = 1, .max = 1 << 20});

@@ -72,15 +72,15 @@ struct TrainOptions {
   // states in the optimizer (2 + 2 + 12 bytes per parameter, the ZeRO paper's layout) instead of
   // autocast over f32 parameters (4 + 4 + 8, and 2 for the bf16 copies the forward reads).
   bool master_weights = false;
-  // Parallelism over the ranks of an MPI launch: "" (under mpirun with more than one rank: ddp),
-  // ddp (or dp), zero1 | zero2 | zero3 (dist/zero.h), tp (tensor parallel over groups of `tp`
-  // ranks, dist/tensor_parallel.h), or "dp,tp". The ranks a tensor-parallel group does not take
-  // are data parallel: ranks / tp replicas. --batch-size is the global batch, each replica takes
-  // batch-size / replicas.
+  // Parallelism over the ranks of an MPI launch, a comma-separated list: "" (under mpirun with
+  // more than one rank: ddp); for the data-parallel replicas ddp (or dp) or zero1 | zero2 | zero3
+  // (dist/zero.h); tp, the GPT's layers split over groups of `tp` ranks (dist/tensor_parallel.h);
+  // pp, its blocks in `pp` stages (dist/pipeline.h). "dp,tp,pp" combines them (ZeRO-1 on top:
+  // "zero1,tp,pp"): the ranks that tp x pp do not take are data-parallel replicas, ranks / (tp pp)
+  // of them. --batch-size is the global batch, each replica takes batch-size / replicas.
   std::string parallel;
   int64_t tp = 1;  // --tp: ranks per tensor-parallel group
-  // pp (or "dp,pp"): the GPT's blocks in `pp` stages, one per rank (dist/pipeline.h), the step's
-  // --grad-accum micro-batches flowing through them by `pp_schedule`, gpipe | 1f1b.
+  // pp: the step's --grad-accum micro-batches flow through the stages by `pp_schedule`, gpipe | 1f1b.
   int64_t pp = 1;
   std::string pp_schedule = "1f1b";
   bool print_schedule = false;  // draw the pipeline's timeline at the start
@@ -120,6 +120,7 @@ struct TrainOptions {
   bool is_image_task() const { return model == "mlp" || model == "cnn"; }
   bool tensor_parallel() const { return tp > 1; }
   bool pipeline_parallel() const { return pp > 1; }
+  int zero_stage() const;  // 1 to 3 for --parallel zeroN[,...], else 0
   // Every field against what its flag accepts: ValueError naming the first flag that is not. The
   // CLI calls it as soon as the flags are parsed, train() before it reads anything.
   void validate() const;

@@ -39,6 +39,7 @@
 #include "weft/optim/sgd.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/pipeline_training.h"
+#include "weft/train/split_model.h"
 #include "weft/train/step.h"
 #include "weft/train/stop_signals.h"
 #include "weft/train/task.h"
@@ -221,6 +222,18 @@ class StepProfiler {
   double measured_s_ = 0;
 };
 
+// Per parameter of `model`, the squared norm of this rank's gradient of it: under ZeRO its piece
+// of the averaged gradient, else its .grad.
+std::vector<double> grad_squares(const nn::Module& model, const std::optional<dist::ZeroDataParallel>& zero) {
+  if (zero) return zero->grad_squares();
+  std::vector<double> squares;
+  for (const Tensor& p : model.parameters()) {
+    const double norm = optim::grad_norm({p});
+    squares.push_back(norm * norm);
+  }
+  return squares;
+}
+
 std::string fixed(double value, int decimals) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
@@ -283,41 +296,6 @@ CheckpointShard zero_shard(const dist::ZeroDataParallel& zero, const nn::Module&
   return shard;
 }
 
-// This rank's part of a sharded checkpoint under tensor parallelism: its slices of the split
-// parameters and of their optimizer state, strided runs of the whole (io/sharded_checkpoint.h), and
-// on the group's first rank the parameters every rank holds whole. Only the first replica's ranks
-// write (world ranks 0 .. tp - 1); the other replicas hold the same.
-CheckpointShard tensor_parallel_shard(const nn::Module& model, const OptimizerStateIO& optimizer,
-                                      const dist::TensorParallelLayout& layout, int tp_rank, int tp, bool writes) {
-  CheckpointShard shard{.tensors = {}, .layout = nlohmann::json::object()};
-  const std::map<std::string, Tensor> state = writes ? optimizer.save() : std::map<std::string, Tensor>{};
-  auto flat = [](const Tensor& t) { return t.dim() == 0 ? t.clone() : t.contiguous().reshape({t.numel()}).clone(); };
-  for (const auto& [name, p] : model.named_parameters()) {
-    const auto split = layout.find(name);
-    nlohmann::json runs = nlohmann::json::array();
-    if (split == layout.end()) {
-      runs.push_back({0, 0, p.numel()});
-    } else {
-      for (int r = 0; r < tp; ++r) {
-        const dist::Slice s = split->second.split.slice(split->second.whole, r, tp);
-        runs.push_back({r, s.begin, s.length, s.count, s.stride});
-      }
-    }
-    shard.layout[name] = {{"shape", split == layout.end() ? p.shape() : split->second.whole},
-                          {"dtype", dtype_name(p.dtype())}, {"runs", runs}};
-    if (!writes || (split == layout.end() && tp_rank != 0)) continue;
-    shard.tensors[name] = flat(p.detach());
-    for (auto it = state.lower_bound(name + "."); it != state.end() && it->first.starts_with(name + "."); ++it)
-      if (it->first.find('.', name.size() + 1) == std::string::npos) shard.tensors[it->first] = flat(it->second);
-  }
-  for (const auto& [name, buffer] : model.named_buffers()) {
-    if (writes && tp_rank == 0) shard.tensors[name] = flat(buffer);
-    shard.layout[name] = {{"shape", buffer.shape()}, {"dtype", dtype_name(buffer.dtype())},
-                          {"runs", {{0, 0, buffer.numel()}}}};
-  }
-  return shard;
-}
-
 TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive,
                   dist::ProcessGroup& group) {
   const Clock::time_point start = Clock::now();
@@ -326,8 +304,8 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // trains a copy of the model on its share of each batch, and rank 0 alone writes and prints.
   const int world = group.size(), rank = group.rank();
   const bool distributed = world > 1;
-  // ddp, or zero1..3 (1 to 3 here); 0 for ddp and without data parallelism.
-  const int zero_stage = options.parallel.starts_with("zero") ? options.parallel.back() - '0' : 0;
+  // ZeRO's stage, 1 to 3; 0 for ddp and without data parallelism.
+  const int zero_stage = options.zero_stage();
   const std::string parallel_flag = !options.parallel.empty()      ? str("--parallel ", options.parallel)
                                     : !options.grad_compress.empty() ? str("--grad-compress ", options.grad_compress)
                                     : options.sync_every > 1         ? str("--sync-every ", options.sync_every)
@@ -356,38 +334,25 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                differ, one ? " differs" : " differ", " from rank 0; every rank of a data-parallel run takes the same "
                "weft train flags");
   }
-  // Megatron-LM's layout: a tensor-parallel group is `tp` consecutive ranks (the innermost
-  // dimension, where the traffic is heaviest: on one machine when it can be), and the ranks at the
-  // same place in every such group form a data-parallel group, one replica of the model each.
-  const int tp = static_cast<int>(options.tp);
-  WEFT_CHECK(world % tp == 0, ValueError, "--tp ", tp, ": must divide the launch's ", world,
-             " ranks (the ranks / tp that remain are data-parallel replicas)");
-  std::unique_ptr<dist::ProcessGroup> tp_group, replica_group;
-  if (tp > 1) {
-    tp_group = group.split(rank / tp, rank);
-    replica_group = group.split(rank % tp, rank);
-  }
-  // Pipeline stages are the outermost dimension (Megatron's again): stage s of replica d is rank
-  // s * replicas + d, so a pipeline group is every replicas-th rank.
-  const int pp = static_cast<int>(options.pp);
-  WEFT_CHECK(world % pp == 0, ValueError, "--pp ", pp, ": must divide the launch's ", world,
-             " ranks (the ranks / pp that remain are data-parallel replicas)");
-  std::unique_ptr<dist::ProcessGroup> pp_group;
-  if (pp > 1) {
-    pp_group = group.split(rank % (world / pp), rank);
-    replica_group = group.split(rank / (world / pp), rank);
-  }
+  // A model split by tensor and pipeline parallelism, replicas of it over the remaining ranks
+  // (train/split_model.h has the layout).
+  const int tp = static_cast<int>(options.tp), pp = static_cast<int>(options.pp);
+  const bool splits_model = tp > 1 || pp > 1;
+  const RankLayout rank_layout = RankLayout::of(world, tp, pp);
+  SplitGroups groups = split_groups(group, rank_layout);
+  const std::unique_ptr<dist::ProcessGroup>& tp_group = groups.tp;
+  const std::unique_ptr<dist::ProcessGroup>& pp_group = groups.pp;
   const dist::PipelineSchedule pp_schedule = dist::parse_pipeline_schedule(options.pp_schedule);
-  dist::ProcessGroup& data_group = replica_group ? *replica_group : group;
+  dist::ProcessGroup& data_group = groups.data ? *groups.data : group;
   const int replicas = data_group.size(), replica = data_group.rank();
   const bool data_parallel = replicas > 1;
-  // The loss of a micro-batch's outputs: under pipeline parallelism only evaluation asks for it
-  // (the step computes its own on the last stage).
-  const LossFn loss_fn = tp_group   ? LossFn([&tp_ranks = *tp_group](const Tensor& logits, const Tensor& targets) {
-                                      return dist::vocab_parallel_cross_entropy(logits, targets, tp_ranks, Reduction::sum);
-                                    })
-                         : pp_group ? pipeline_loss(*pp_group)
-                                    : LossFn(summed_cross_entropy);
+  // A micro-batch's summed cross-entropy: over the vocabulary's slices when tensor parallel. Under
+  // pipeline parallelism the step computes it on the last stage, and evaluation has it broadcast.
+  const LossFn token_loss = tp_group ? LossFn([&tp_ranks = *tp_group](const Tensor& logits, const Tensor& targets) {
+                                       return dist::vocab_parallel_cross_entropy(logits, targets, tp_ranks, Reduction::sum);
+                                     })
+                                     : LossFn(summed_cross_entropy);
+  const LossFn loss_fn = pp_group ? pipeline_loss(*pp_group, token_loss) : token_loss;
   TrainOptions o = options;
   std::ostream nowhere(nullptr);
   std::ostream& log = rank == 0 ? rank0_log : nowhere;
@@ -398,7 +363,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   }
   check_precision(o.precision, log);
   const int64_t batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
-  const std::string ranks_name = tp > 1 || pp > 1 ? " data-parallel replicas" : " ranks";
+  const std::string ranks_name = splits_model ? " data-parallel replicas" : " ranks";
   WEFT_CHECK(batch_size % replicas == 0, ValueError, "--batch-size: is the global batch, split over the ", replicas,
              ranks_name, ", so it must be a multiple of ", replicas, ", got '", batch_size, "'");
   const int64_t rank_batch = batch_size / replicas;
@@ -440,15 +405,18 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   manual_seed(o.seed);
   std::shared_ptr<nn::Module> model = task->make_model(o.checkpoint_activations);
   const int64_t whole_params = model->num_parameters();  // a tensor-parallel rank or a stage holds a share
+  const int64_t layers = splits_model ? dynamic_cast<const nn::GPT&>(*model).config.layers : 0;
   dist::TensorParallelLayout tp_layout;
   if (tp_group) tp_layout = dist::parallelize_gpt(dynamic_cast<nn::GPT&>(*model), *tp_group);
-  // Under pipeline parallelism the model is this rank's stage (the rest of the whole goes with it);
-  // `whole_names` keeps every parameter's name and shape for the checkpoint's index.
+  // Under pipeline parallelism the model is this rank's stage (the rest of the whole goes with it,
+  // or the rest of the rank's tensor-parallel slices); `whole_names` keeps every parameter's name
+  // and whole shape for the checkpoint's index.
   std::shared_ptr<dist::GPTStage> stage;
   std::shared_ptr<PipelineForward> pipeline_forward;
   std::vector<std::pair<std::string, Shape>> whole_names;
+  for (const auto& [name, p] : model->named_parameters())
+    whole_names.emplace_back(name, tp_layout.contains(name) ? tp_layout.at(name).whole : p.shape());
   if (pp_group) {
-    for (const auto& [name, p] : model->named_parameters()) whole_names.emplace_back(name, p.shape());
     stage = std::make_shared<dist::GPTStage>(dynamic_cast<nn::GPT&>(*model), pp_group->rank(), pp);
     model = stage;
     pipeline_forward = std::make_shared<PipelineForward>(stage, *pp_group);
@@ -481,7 +449,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // saved at.
   const OptimizerStateIO optimizer_io =
       zero ? OptimizerStateIO{.name = optimizer->name(),
-                              .save = {},
+                              .save = [&] { return zero->gather_state(*optimizer, param_names); },
                               .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
                                 WEFT_CHECK(keyed_by_name, FormatError, "--parallel ", o.parallel, ": ", o.resume_dir,
                                            " keys its optimizer state by position (an older weft); resume it without "
@@ -507,13 +475,12 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   int64_t saved_plan = 0;
   if (!o.resume_dir.empty()) {
     if (zero) zero->gather_parameters();
-    if (stage || tp_group) {
+    if (splits_model) {
       // A split model resumes from a checkpoint of any layout: it goes into a whole model, and the
-      // rank takes its share (`mine`: its stage's parameters, or its slices) of the weights and of
+      // rank takes its share (its stage's parameters, or its slices of them) of the weights and of
       // the optimizer's state, both keyed by the whole model's names.
       const auto mine = [&](const std::map<std::string, Tensor>& whole_state) {
-        return stage ? stage_state(whole_state, *stage)
-                     : dist::slice_state_dict(whole_state, tp_layout, tp_group->rank(), tp);
+        return split_model_state(whole_state, *model, tp_layout, rank_layout, rank);
       };
       std::shared_ptr<nn::Module> whole = task->make_model(false);
       if (o.master_weights) whole->to(*low_precision);
@@ -570,8 +537,11 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     if (!stage)
       return accumulate_step(*model, loss_fn, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr,
                              state.step, log, task->tallies_accuracy(), norm, sync);
-    const PipelineTally t = pipeline_step(*stage, *pp_group, pp_schedule, *optimizer, batch, o.grad_accum, low_precision);
-    if (data_parallel) {
+    const PipelineTally t =
+        pipeline_step(*stage, *pp_group, pp_schedule, *optimizer, batch, o.grad_accum, low_precision, token_loss);
+    if (zero) {
+      zero->reduce_gradients();
+    } else if (data_parallel) {
       NoGradGuard no_grad;
       for (const Tensor& p : model->parameters()) {
         if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), p.dtype()));
@@ -668,27 +638,13 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     log << "; local SGD on " << replicas << " ranks, " << rank_batch << " samples each, parameters averaged every "
         << o.sync_every << " steps";
   if (zero)
-    log << "; ZeRO-" << zero_stage << " on " << world << " ranks, " << rank_batch << " samples each, "
+    log << "; ZeRO-" << zero_stage << " on " << replicas << ranks_name << ", " << rank_batch << " samples each, "
         << (zero_stage == 1 ? "optimizer states" : zero_stage == 2 ? "optimizer states and gradients"
                                                                    : "optimizer states, gradients and parameters")
         << " sharded in " << zero->buckets() << (zero_stage == 3 ? " layers" : " buckets");
   log << "\n";
-  // `count` groups of `size` ranks, rank_of(group, i) the i-th of each: "[0 1] [2 3]".
-  auto groups = [](int count, int size, const std::function<int(int, int)>& rank_of) {
-    std::string text;
-    for (int g = 0; g < count; ++g) {
-      text += g == 0 ? "[" : " [";
-      for (int i = 0; i < size; ++i) text += str(i == 0 ? "" : " ", rank_of(g, i));
-      text += "]";
-    }
-    return text;
-  };
-  if (tp_group)
-    log << "ranks: tensor-parallel groups " << groups(replicas, tp, [&](int g, int i) { return g * tp + i; })
-        << "; data-parallel groups " << groups(tp, replicas, [&](int g, int i) { return i * tp + g; }) << "\n";
+  if (splits_model) log << "ranks: " << rank_layout.describe() << "\n";
   if (stage) {
-    log << "ranks: pipeline groups (stage by stage) " << groups(replicas, pp, [&](int g, int i) { return i * replicas + g; })
-        << "; data-parallel groups " << groups(pp, replicas, [&](int g, int i) { return g * replicas + i; }) << "\n";
     if (o.print_schedule)
       log << dist::pipeline_timeline(pp_schedule, pp, o.grad_accum).draw() << "bubble: (p - 1) / (m + p - 1) = "
           << fixed(100.0 * (pp - 1) / (o.grad_accum + pp - 1), 1) << "% of each stage's slots idle\n";
@@ -717,18 +673,14 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     state.options = saved_options;
     if (scaler) state.grad_scaler = scaler->state();
     const auto save_files = [&](const std::string& dir) { task->save_files(dir); };
-    if (zero)
+    if (splits_model)
+      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
+                              split_model_shard(*model, optimizer_io, whole_names, tp_layout, rank_layout, rank, layers),
+                              state, task->checkpoint_metadata(), save_files);
+    else if (zero)
       save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
                               zero_shard(*zero, *model, *optimizer, param_names), state, task->checkpoint_metadata(),
                               save_files);
-    else if (stage)
-      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
-                              pipeline_shard(*stage, optimizer_io, whole_names, replicas, replica == 0), state,
-                              task->checkpoint_metadata(), save_files);
-    else if (tp_group)
-      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
-                              tensor_parallel_shard(*model, optimizer_io, tp_layout, tp_group->rank(), tp, replica == 0),
-                              state, task->checkpoint_metadata(), save_files);
     else if (metrics)
       save_checkpoint(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
     saved_in = options.out_dir;
@@ -831,9 +783,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       double grad_factor = 1;
       if (clip_grad > 0) {
         if (scaler) scaler->unscale_(*optimizer);
-        const double norm = zero            ? zero->grad_norm()
-                            : tp_group      ? dist::tensor_parallel_grad_norm(*model, tp_layout, *tp_group)
-                            : stage         ? pipeline_grad_norm(*stage, *pp_group)
+        const double norm = splits_model  ? split_model_grad_norm(param_names, grad_squares(*model, zero), tp_layout,
+                                                                  rank_layout, layers, zero.has_value(), group)
+                            : zero          ? zero->grad_norm()
                             : backward_norm ? backward_norm->norm()
                                             : optim::grad_norm(model->parameters());
         grad_factor = optim::clip_coefficient(norm, clip_grad);
