@@ -14,5 +14,6 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run);  // quantize
 void add_tokenize_commands(CLI::App& app, std::function<void()>& run);  // tokenize train, tokenize encode
 void add_generate_command(CLI::App& app, std::function<void()>& run);   // generate
 void add_bench_command(CLI::App& app, std::function<void()>& run);      // bench comm
+void add_serve_command(CLI::App& app, std::function<void()>& run);      // serve
 
 }  // namespace weft::cli

@@ -69,6 +69,9 @@ void quantize(const QuantizeOptions& o) {
   quant::Scheme scheme = o.int4 ? quant::Scheme::int4_weight_only
                                 : (o.dynamic ? quant::Scheme::int8_dynamic : quant::Scheme::int8_static);
   std::map<std::string, std::string> metadata = infer::classifier_metadata(loaded.dataset, loaded.normalization);
+  const int64_t classes = static_cast<int64_t>(loaded.labels.size());
+  if (const auto fractions = infer::saved_class_distribution(loaded.metadata, classes, loaded.file))
+    metadata.merge(infer::class_distribution_metadata(*fractions));
   metadata["weft.source"] = source;
   std::shared_ptr<nn::Sequential> quantized;
   std::string how;

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kDatasetKey = "weft.dataset";
 constexpr const char* kNormalizationKey = "weft.normalization";
+constexpr const char* kClassDistributionKey = "weft.class_distribution";
 
 void check_normalization(const data::Normalization& n, const std::string& what) {
   WEFT_CHECK(!n.mean.empty() && n.mean.size() == n.std.size(), ValueError, what,
@@ -78,6 +79,36 @@ Metadata classifier_metadata(const std::string& dataset, const data::Normalizati
   check_normalization(normalization, "classifier_metadata");
   return {{kDatasetKey, dataset},
           {kNormalizationKey, nlohmann::json{{"mean", normalization.mean}, {"std", normalization.std}}.dump()}};
+}
+
+Metadata class_distribution_metadata(const Tensor& labels, int64_t classes) {
+  std::vector<double> fractions(static_cast<size_t>(classes), 0.0);
+  const std::vector<int64_t> ids = labels.contiguous().to_vector<int64_t>();
+  for (int64_t id : ids) {
+    WEFT_CHECK(id >= 0 && id < classes, IndexError, "class_distribution_metadata: label ", id, " outside 0..",
+               classes - 1);
+    fractions[static_cast<size_t>(id)] += 1.0 / static_cast<double>(ids.size());
+  }
+  return class_distribution_metadata(fractions);
+}
+
+Metadata class_distribution_metadata(const std::vector<double>& fractions) {
+  return {{kClassDistributionKey, nlohmann::json(fractions).dump()}};
+}
+
+std::optional<std::vector<double>> saved_class_distribution(const Metadata& metadata, int64_t classes,
+                                                             const std::string& file) {
+  auto it = metadata.find(kClassDistributionKey);
+  if (it == metadata.end()) return std::nullopt;
+  const std::string where = str(file, ": ", kClassDistributionKey);
+  const nlohmann::json j = io::parse_json(it->second, where);
+  std::vector<double> fractions;
+  if (j.is_array() && static_cast<int64_t>(j.size()) == classes)
+    for (const nlohmann::json& p : j)
+      if (p.is_number() && p.get<double>() >= 0 && p.get<double>() <= 1) fractions.push_back(p.get<double>());
+  WEFT_CHECK(static_cast<int64_t>(fractions.size()) == classes, FormatError, where, ": must be ", classes,
+             " fractions from 0 to 1, found ", io::json_excerpt(j));
+  return fractions;
 }
 
 std::optional<data::Normalization> saved_normalization(const Metadata& metadata, const std::string& file) {

@@ -7,6 +7,8 @@
 //   weft.normalization  classifiers: {"mean": [m_0, ...], "std": [s_0, ...]}, one entry per channel,
 //                       in units of pixel / 255: the model's input is (x / 255 - m_c) / s_c for a
 //                       u8 pixel x of channel c, exactly as data::ImageDataset computes it
+//   weft.class_distribution  classifiers: [p_0, ...], the fraction of the test set in each class
+//                       (what a server compares its recent predictions with: drift)
 //   weft.gpt            GPTs: {"layers", "heads", "dim", "context", "vocab", "dropout"}
 //   weft.tokenizer      GPTs: the tokenizer's identity (data/tokenizer.h)
 //   DIR/tokenizer.model GPTs trained with SentencePiece: the tokenizer itself, beside the weights
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "weft/core/shape.h"
+#include "weft/core/tensor.h"
 #include "weft/data/dataset.h"
 #include "weft/data/tokenizer.h"
 #include "weft/nn/gpt.h"
@@ -51,6 +54,14 @@ Metadata classifier_metadata(const std::string& dataset);
 Metadata classifier_metadata(const std::string& dataset, const data::Normalization& normalization);
 // weft.normalization of `metadata`, or nullopt when it has none; malformed → FormatError naming `file`.
 std::optional<data::Normalization> saved_normalization(const Metadata& metadata, const std::string& file);
+
+// weft.class_distribution of the labels (i64 [N], ids below `classes`): each class's fraction.
+Metadata class_distribution_metadata(const Tensor& labels, int64_t classes);
+Metadata class_distribution_metadata(const std::vector<double>& fractions);
+// weft.class_distribution of `metadata` for `classes` classes, or nullopt when it has none;
+// malformed (not `classes` fractions from 0 to 1) → FormatError naming `file`.
+std::optional<std::vector<double>> saved_class_distribution(const Metadata& metadata, int64_t classes,
+                                                             const std::string& file);
 
 // weft.gpt and weft.tokenizer for a GPT.
 Metadata gpt_metadata(const nn::GPTConfig& config, const data::Tokenizer& tokenizer);

@@ -61,7 +61,8 @@ int64_t sample_token(const std::vector<float>& logits, const GenerateOptions& op
   return ids.back();  // rounding left the draw at the very end
 }
 
-std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, const GenerateOptions& options) {
+std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                              const std::function<bool(int64_t id)>& on_token) {
   options.check();
   const int64_t context = model.config.context, prompt_tokens = std::ssize(prompt);
   WEFT_CHECK(!model.is_training(), ValueError, "generate: the model is in training mode (dropout on); call eval() first");
@@ -84,12 +85,15 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, co
     std::vector<float> logits = last_position(model(as_batch(prompt), cache));
     for (int64_t step = 0;; ++step) {
       sequence.push_back(sample_token(logits, options, gen));
+      if (on_token && !on_token(sequence.back())) break;
       if (step + 1 == options.max_tokens) break;  // the last token needs no forward
       logits = last_position(model(as_batch({sequence.back()}), cache));
     }
   } else {
-    for (int64_t step = 0; step < options.max_tokens; ++step)
+    for (int64_t step = 0; step < options.max_tokens; ++step) {
       sequence.push_back(sample_token(last_position(model(as_batch(sequence))), options, gen));
+      if (on_token && !on_token(sequence.back())) break;
+    }
   }
   return {sequence.begin() + prompt_tokens, sequence.end()};
 }

@@ -16,6 +16,7 @@
 // row per position); generate does not slide a window over a longer text.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "weft/nn/gpt.h"
@@ -38,7 +39,10 @@ struct GenerateOptions {
 // The max_tokens ids that follow `prompt`. Runs under NoGradGuard. An empty prompt, a prompt
 // longer than the context, a prompt and max_tokens that together exceed it → ValueError; an id
 // outside the model's vocabulary → IndexError. The model must be in eval mode (dropout off).
-std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, const GenerateOptions& options);
+// `on_token`, when given, is told each id as soon as it is drawn (a server streams it); returning
+// false stops the generation there (the client went away), and the ids so far are returned.
+std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                              const std::function<bool(int64_t id)>& on_token = {});
 
 // The token the options pick from one position's logits (`gen` draws unless greedy).
 int64_t sample_token(const std::vector<float>& logits, const GenerateOptions& options, Generator& gen);

@@ -84,7 +84,10 @@ class ImageTask : public Task {
 
   // The normalisation travels with the weights, so inference needs no dataset (infer/load.h).
   std::map<std::string, std::string> checkpoint_metadata() const override {
-    return infer::classifier_metadata(dataset_);
+    infer::Metadata metadata = infer::classifier_metadata(dataset_);
+    metadata.merge(infer::class_distribution_metadata(
+        test_.labels(), static_cast<int64_t>(infer::image_dataset_info(dataset_).labels.size())));
+    return metadata;
   }
 
   Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss) const override {

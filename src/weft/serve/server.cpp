@@ -1,0 +1,513 @@
+#include "weft/serve/server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "weft/autograd/grad_mode.h"
+#include "weft/core/threads.h"
+#include "weft/infer/load.h"
+#include "weft/infer/metadata.h"
+#include "weft/nn/generate.h"
+#include "weft/ops/activation.h"
+
+namespace weft::serve {
+
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// A request the server answers with `status` and a message, as JSON.
+class HttpError : public Error {
+ public:
+  HttpError(int status, const std::string& message) : Error(message), status(status) {}
+  const int status;
+};
+
+// Predictions kept for the drift gauge.
+constexpr size_t kRecentPredictions = 1000;
+
+// Jobs run in order on one thread (a GPT's generations, one at a time), at most `max_queue`
+// waiting.
+class SerialQueue {
+ public:
+  SerialQueue(int64_t max_queue, int threads) : max_queue_(max_queue) {
+    thread_ = std::thread([this, threads] {
+      if (threads > 0) set_num_threads(threads);
+      std::unique_lock<std::mutex> lock(mutex_);
+      for (;;) {
+        changed_.wait(lock, [&] { return !jobs_.empty() || stopping_; });
+        if (jobs_.empty()) return;
+        std::function<void()> job = std::move(jobs_.front());
+        jobs_.pop_front();
+        lock.unlock();
+        job();
+        lock.lock();
+      }
+    });
+  }
+  ~SerialQueue() { stop(); }
+  void submit(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      WEFT_CHECK(!stopping_, ValueError, "the server is shutting down");
+      if (static_cast<int64_t>(jobs_.size()) >= max_queue_)
+        throw QueueFullError(str("the queue is full (", max_queue_, " requests waiting); try again shortly"));
+      jobs_.push_back(std::move(job));
+    }
+    changed_.notify_all();
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  int64_t depth() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int64_t>(jobs_.size());
+  }
+
+ private:
+  int64_t max_queue_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// The tokens of one streamed generation, handed from the model's thread to the HTTP worker that
+// writes them.
+struct TokenStream {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<int64_t> tokens;
+  bool done = false;
+  std::string error;
+  std::atomic<bool> cancelled{false};  // the client went away: stop generating
+};
+
+Json parse_body(const httplib::Request& req) {
+  try {
+    Json body = Json::parse(req.body);
+    if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
+    return body;
+  } catch (const Json::parse_error& e) {
+    throw HttpError(400, str("malformed JSON: ", e.what()));
+  }
+}
+
+// body[key] as an integer in [min, max], or `fallback` when absent.
+int64_t integer_field(const Json& body, const char* key, int64_t fallback, int64_t min, int64_t max) {
+  if (!body.contains(key)) return fallback;
+  const Json& v = body[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max)
+    throw HttpError(400, str("\"", key, "\" must be an integer from ", min, " to ", max, ", got ", v.dump()));
+  return v.get<int64_t>();
+}
+
+double number_field(const Json& body, const char* key, double fallback, double min, double max) {
+  if (!body.contains(key)) return fallback;
+  const Json& v = body[key];
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < min || v.get<double>() > max)
+    throw HttpError(400, str("\"", key, "\" must be a number from ", min, " to ", max, ", got ", v.dump()));
+  return v.get<double>();
+}
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+void answer(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void answer_error(httplib::Response& res, int status, const std::string& message) {
+  answer(res, status, {{"error", {{"status", status}, {"message", message}}}});
+  if (status == 503) res.set_header("Retry-After", "1");
+}
+
+// The routes the metrics name; anything else counts as "other", so that a scan of random paths
+// cannot grow the label set without bound.
+std::string route_label(const std::string& path) {
+  static const std::set<std::string> known = {"/healthz", "/v1/models", "/v1/predict", "/v1/completions", "/metrics"};
+  return known.contains(path) ? path : "other";
+}
+
+thread_local Clock::time_point request_start;  // each request is read, routed and answered on one worker
+
+}  // namespace
+
+struct Server::Model {
+  std::string name;
+  infer::LoadedModel loaded;
+  int64_t parameters = 0;
+  std::unique_ptr<DynamicBatcher> batcher;     // classifiers
+  std::unique_ptr<SerialQueue> generations;    // the GPT
+  std::vector<double> reference;               // the test set's class distribution; empty: unknown
+  std::mutex recent_mutex;
+  std::deque<int64_t> recent;                  // the last predicted classes
+  std::vector<int64_t> recent_counts;
+
+  bool is_gpt() const { return loaded.kind == "gpt"; }
+
+  void note_predictions(const std::vector<int64_t>& classes) {
+    std::lock_guard<std::mutex> lock(recent_mutex);
+    for (int64_t c : classes) {
+      recent.push_back(c);
+      ++recent_counts[static_cast<size_t>(c)];
+      if (recent.size() > kRecentPredictions) {
+        --recent_counts[static_cast<size_t>(recent.front())];
+        recent.pop_front();
+      }
+    }
+  }
+  // Total variation distance between the recent predictions' classes and the reference; -1 when
+  // there is nothing to compare.
+  double drift() {
+    std::lock_guard<std::mutex> lock(recent_mutex);
+    if (reference.empty() || recent.empty()) return -1;
+    double distance = 0;
+    for (size_t c = 0; c < reference.size(); ++c)
+      distance += std::abs(static_cast<double>(recent_counts[c]) / static_cast<double>(recent.size()) - reference[c]);
+    return distance / 2;
+  }
+};
+
+ModelSpec parse_model_spec(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos) return {"", text};
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : options_(std::move(options)) {
+  WEFT_CHECK(!specs.empty(), ValueError, "--checkpoint: give at least one model to serve");
+  WEFT_CHECK(options_.precision.empty() || options_.precision == "fp32" || options_.precision == "bf16", ValueError,
+             "--precision: must be fp32 or bf16, got '", options_.precision, "'");
+  std::set<std::string> names;
+  for (const ModelSpec& spec : specs) {
+    auto m = std::make_unique<Model>();
+    m->loaded = infer::load_model(spec.path);
+    m->name = spec.name.empty() ? m->loaded.kind : spec.name;
+    WEFT_CHECK(names.insert(m->name).second, ValueError, "--checkpoint: two models named '", m->name,
+               "'; name them: --checkpoint NAME=PATH");
+    if (!options_.precision.empty()) {
+      const DType wanted = options_.precision == "bf16" ? DType::bf16 : DType::f32;
+      WEFT_CHECK(wanted == m->loaded.dtype || (m->loaded.scheme == "none" && !m->is_gpt()), ValueError,
+                 "--precision ", options_.precision, ": ", spec.path, " is a ",
+                 m->loaded.scheme != "none" ? m->loaded.scheme + " quantized " : str(dtype_name(m->loaded.dtype), " "),
+                 m->loaded.kind, ", which weft serves only as saved", m->is_gpt() ? " (GPTs in their own dtype)" : "");
+      if (wanted != m->loaded.dtype) {
+        m->loaded.model->to(wanted);
+        m->loaded.dtype = wanted;
+      }
+    }
+    m->parameters = m->loaded.model->num_parameters();
+    Model* model = m.get();
+    if (model->is_gpt()) {
+      model->generations = std::make_unique<SerialQueue>(options_.batch.max_queue, options_.batch.threads);
+      metrics_.gauges(model->name, [model] { return model->generations->depth(); }, {});
+    } else {
+      model->reference = infer::saved_class_distribution(model->loaded.metadata,
+                                                         static_cast<int64_t>(model->loaded.labels.size()),
+                                                         model->loaded.file)
+                             .value_or(std::vector<double>{});
+      model->recent_counts.assign(model->loaded.labels.size(), 0);
+      model->batcher = std::make_unique<DynamicBatcher>(
+          [model](const Tensor& inputs) {
+            NoGradGuard no_grad;
+            const Tensor logits = (*model->loaded.model)(inputs);
+            return softmax(Tensor::empty(logits.shape(), DType::f32).copy_(logits), -1);
+          },
+          options_.batch, [this, model](int64_t n) { metrics_.batch(model->name, n); });
+      metrics_.gauges(model->name, [model] { return model->batcher->queue_depth(); }, [model] { return model->drift(); });
+    }
+    models_.push_back(std::move(m));
+  }
+  http_ = std::make_unique<httplib::Server>();
+  const int workers = options_.connections;
+  http_->new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
+  http_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
+  const auto seconds = static_cast<time_t>(options_.timeout_s);
+  const auto micros = static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);
+  http_->set_read_timeout(seconds, micros);
+  http_->set_write_timeout(seconds, micros);
+  http_->set_keep_alive_timeout(std::max<time_t>(1, seconds));
+  // SO_REUSEADDR (a restarted server may take its port back at once), not httplib's default
+  // SO_REUSEPORT, under which a second server on a busy port would share it instead of failing.
+  http_->set_socket_options([this](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening_socket_ = sock;
+  });
+  add_routes();
+}
+
+Server::~Server() {
+  stop();
+  for (auto& m : models_) {
+    if (m->batcher) m->batcher->stop();
+    if (m->generations) m->generations->stop();
+  }
+}
+
+void Server::add_routes() {
+  // Which model a request names ("model"), or the only one of the kind the route serves.
+  auto model_for = [this](const Json& body, bool gpt) -> Model& {
+    const char* kind = gpt ? "a GPT" : "a classifier";
+    if (body.contains("model")) {
+      if (!body["model"].is_string()) throw HttpError(400, "\"model\" must be a string");
+      const std::string name = body["model"].get<std::string>();
+      for (auto& m : models_)
+        if (m->name == name) {
+          if (m->is_gpt() != gpt) throw HttpError(400, str("model '", name, "' is not ", kind));
+          return *m;
+        }
+      throw HttpError(400, str("no model named '", name, "'"));
+    }
+    Model* found = nullptr;
+    std::string names;
+    for (auto& m : models_)
+      if (m->is_gpt() == gpt) {
+        names += str(names.empty() ? "" : ", ", m->name);
+        if (found) throw HttpError(400, str("several models serve this route (", names, "...); name one: \"model\""));
+        found = m.get();
+      }
+    if (!found) throw HttpError(400, str("no model here is ", kind));
+    return *found;
+  };
+  // Every route's errors answered alike.
+  auto guarded = [](std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    return [handler](const httplib::Request& req, httplib::Response& res) {
+      try {
+        handler(req, res);
+      } catch (const HttpError& e) {
+        answer_error(res, e.status, e.what());
+      } catch (const QueueFullError& e) {
+        answer_error(res, 503, e.what());
+      } catch (const Error& e) {
+        answer_error(res, 400, e.what());
+      } catch (const std::exception& e) {
+        answer_error(res, 500, str("internal error: ", e.what()));
+      }
+    };
+  };
+
+  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { answer(res, 200, {{"status", "ok"}}); });
+
+  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    Json list = Json::array();
+    for (const auto& m : models_) {
+      const infer::LoadedModel& l = m->loaded;
+      list.push_back({{"name", m->name}, {"kind", l.kind}, {"dtype", dtype_name(l.dtype)}, {"quantization", l.scheme},
+                      {"input_shape", l.input_shape}, {"parameters", m->parameters}, {"labels", l.labels},
+                      {"metadata", l.metadata}});
+    }
+    answer(res, 200, {{"models", list}});
+  });
+
+  http_->Post("/v1/predict", guarded([this, model_for](const httplib::Request& req, httplib::Response& res) {
+    const Json body = parse_body(req);
+    Model& m = model_for(body, false);
+    const int64_t classes = static_cast<int64_t>(m.loaded.labels.size());
+    const int64_t top_k = integer_field(body, "top_k", std::min<int64_t>(3, classes), 1, classes);
+    if (!body.contains("inputs") || !body["inputs"].is_array() || body["inputs"].empty())
+      throw HttpError(400, "\"inputs\" must be a non-empty array of images, each an array of pixel values");
+    const Json& inputs = body["inputs"];
+    const int64_t pixels = numel(m.loaded.input_shape), n = static_cast<int64_t>(inputs.size());
+    std::vector<uint8_t> values;
+    values.reserve(static_cast<size_t>(n * pixels));
+    for (int64_t i = 0; i < n; ++i) {
+      const Json& image = inputs[static_cast<size_t>(i)];
+      if (!image.is_array() || static_cast<int64_t>(image.size()) != pixels)
+        throw HttpError(400, str("inputs[", i, "] must be an array of ", pixels, " pixel values (",
+                                 shape_str(m.loaded.input_shape), " flattened), got ",
+                                 image.is_array() ? str(image.size(), " values") : std::string(image.type_name())));
+      for (const Json& v : image) {
+        const double x = v.is_number() ? v.get<double>() : NAN;
+        if (!(x >= 0 && x <= 255 && x == std::floor(x)))
+          throw HttpError(400, str("inputs[", i, "] holds ", v.dump(), ": pixels are integers from 0 to 255"));
+        values.push_back(static_cast<uint8_t>(x));
+      }
+    }
+    Shape shape = m.loaded.input_shape;
+    shape.insert(shape.begin(), n);
+    const Tensor probabilities =
+        m.batcher->submit(infer::classifier_input(m.loaded, Tensor::from_vector(values, shape))).get();
+    Json predictions = Json::array();
+    std::vector<int64_t> best;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<float> p = probabilities.select(0, i).to_vector<float>();
+      std::vector<int64_t> order(p.size());
+      for (size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int64_t>(c);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
+      Json top = Json::array();
+      for (int64_t k = 0; k < top_k; ++k) {
+        const int64_t c = order[static_cast<size_t>(k)];
+        top.push_back({{"label", c}, {"name", m.loaded.labels[static_cast<size_t>(c)]}, {"score", p[static_cast<size_t>(c)]}});
+      }
+      best.push_back(order[0]);
+      predictions.push_back({{"probabilities", p}, {"top_k", top}});
+    }
+    m.note_predictions(best);
+    answer(res, 200, {{"model", m.name}, {"predictions", predictions}});
+  }));
+
+  http_->Post("/v1/completions", guarded([this, model_for](const httplib::Request& req, httplib::Response& res) {
+    const Json body = parse_body(req);
+    Model& m = model_for(body, true);
+    if (!body.contains("prompt") || !body["prompt"].is_string() || body["prompt"].get<std::string>().empty())
+      throw HttpError(400, "\"prompt\" must be a non-empty string");
+    const data::Tokenizer& tokenizer = *m.loaded.tokenizer;
+    const std::vector<int32_t> encoded = tokenizer.encode(body["prompt"].get<std::string>());
+    const std::vector<int64_t> prompt(encoded.begin(), encoded.end());
+    const int64_t context = m.loaded.gpt->config.context, prompt_tokens = static_cast<int64_t>(prompt.size());
+    if (prompt_tokens >= context)
+      throw HttpError(400, str("the prompt is ", prompt_tokens, " tokens; the model's context is ", context,
+                               ", so it must be shorter to leave room for an answer"));
+    nn::GenerateOptions options;
+    options.max_tokens = integer_field(body, "max_tokens", std::min<int64_t>(64, context - prompt_tokens), 0,
+                                       context - prompt_tokens);
+    options.temperature = number_field(body, "temperature", 1.0, 0, 100);
+    options.top_k = integer_field(body, "top_k", 0, 0, m.loaded.gpt->config.vocab);
+    options.seed = static_cast<uint64_t>(integer_field(body, "seed", 0, 0, std::numeric_limits<int64_t>::max()));
+    options.vocab_limit = tokenizer.vocab_size();
+    if (body.contains("stream") && !body["stream"].is_boolean()) throw HttpError(400, "\"stream\" must be true or false");
+    const bool stream = body.value("stream", false);
+    auto tokens = std::make_shared<TokenStream>();
+    Model* model = &m;
+    m.generations->submit([this, model, prompt, options, tokens] {
+      try {
+        nn::generate(*model->loaded.gpt, prompt, options, [&](int64_t id) {
+          {
+            std::lock_guard<std::mutex> lock(tokens->mutex);
+            tokens->tokens.push_back(id);
+          }
+          tokens->changed.notify_all();
+          return !tokens->cancelled.load();
+        });
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(tokens->mutex);
+        tokens->error = e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(tokens->mutex);
+        tokens->done = true;
+      }
+      tokens->changed.notify_all();
+    });
+    const std::string name = m.name;
+    auto decode = [&tokenizer](const std::vector<int64_t>& ids) {
+      return tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()));
+    };
+    if (!stream) {
+      std::unique_lock<std::mutex> lock(tokens->mutex);
+      tokens->changed.wait(lock, [&] { return tokens->done; });
+      if (!tokens->error.empty()) throw HttpError(500, tokens->error);
+      const std::vector<int64_t> generated(tokens->tokens.begin(), tokens->tokens.end());
+      metrics_.tokens(name, static_cast<int64_t>(generated.size()));
+      answer(res, 200, {{"model", name}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
+                        {"completion_tokens", generated.size()}});
+      return;
+    }
+    // Server-sent events: one per token as it is drawn, then the whole text and the counts.
+    auto generated = std::make_shared<std::vector<int64_t>>();
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, tokens, generated, name, prompt_tokens, decode](size_t, httplib::DataSink& sink) {
+          std::unique_lock<std::mutex> lock(tokens->mutex);
+          tokens->changed.wait(lock, [&] { return tokens->done || !tokens->tokens.empty(); });
+          std::string events;
+          while (!tokens->tokens.empty()) {
+            const int64_t id = tokens->tokens.front();
+            tokens->tokens.pop_front();
+            generated->push_back(id);
+            events += "data: " + dump({{"token", id}, {"text", decode({id})}}) + "\n\n";
+          }
+          const bool done = tokens->done;
+          const std::string error = tokens->error;
+          lock.unlock();
+          if (done) {
+            metrics_.tokens(name, static_cast<int64_t>(generated->size()));
+            events += "data: " +
+                      dump(error.empty() ? Json{{"done", true}, {"text", decode(*generated)}, {"prompt_tokens", prompt_tokens},
+                                                {"completion_tokens", generated->size()}}
+                                         : Json{{"error", {{"status", 500}, {"message", error}}}}) +
+                      "\n\n";
+          }
+          if (!events.empty() && !sink.write(events.data(), events.size())) {
+            tokens->cancelled = true;
+            return false;
+          }
+          if (done) sink.done();
+          return true;
+        },
+        [tokens](bool) { tokens->cancelled = true; });
+  }));
+
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    request_start = Clock::now();
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // The errors httplib answers itself (no such route, a body over the limit, a request it cannot
+  // read) in the same JSON as the routes'.
+  http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string message = res.status == 404   ? str("no route ", req.method, " ", req.path)
+                                : res.status == 413 ? "the body is over the server's limit (--max-body)"
+                                                    : str("HTTP ", res.status);
+    answer_error(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    // A request refused while it was read (413) never reached the pre-routing handler: no latency.
+    const double seconds =
+        request_start == Clock::time_point{} ? 0 : std::chrono::duration<double>(Clock::now() - request_start).count();
+    request_start = {};
+    metrics_.request(route_label(req.path), res.status, seconds);
+  });
+}
+
+void Server::bind() {
+  const bool bound = options_.port == 0 ? (port_ = http_->bind_to_any_port(options_.host)) > 0
+                                        : http_->bind_to_port(options_.host, options_.port);
+  WEFT_CHECK(bound, IOError, "cannot listen on ", options_.host, ":", options_.port,
+             ": the port is in use, or the address is not one of this machine's");
+  if (options_.port != 0) port_ = options_.port;
+  // httplib listens with a backlog of 5 connections; 64 clients connecting at once would see
+  // their handshakes dropped and retried. Listening again on the bound socket raises it.
+  ::listen(listening_socket_, SOMAXCONN);
+}
+
+std::string Server::ready_line() const {
+  std::string line = str("serving on http://", options_.host, ":", port_);
+  for (const auto& m : models_)
+    line += str("; ", m->name, " (", m->loaded.kind, ", ",
+                m->loaded.scheme == "none" ? dtype_name(m->loaded.dtype) : m->loaded.scheme, ", ", m->parameters,
+                " parameters)");
+  return line;
+}
+
+void Server::serve() { http_->listen_after_bind(); }
+
+void Server::stop() {
+  if (http_) http_->stop();
+}
+
+}  // namespace weft::serve

@@ -1,0 +1,87 @@
+// `weft serve`: REST inference over HTTP (cpp-httplib) for the checkpoints weft writes, the image
+// classifiers (f32, bf16, int8, int4) and the GPT, loaded through infer::load_model.
+//
+//   GET  /healthz          200 once the models are loaded
+//   GET  /v1/models        each model: name, kind, dtype, quantization, input shape, parameters,
+//                          labels, the checkpoint's metadata
+//   POST /v1/predict       classifiers: {"inputs": [[784 pixels 0-255], ...], "top_k": 3, "model": name}
+//                          -> per input the class probabilities and the top-k labels with names
+//   POST /v1/completions   GPT: {"prompt", "max_tokens", "temperature", "top_k", "seed", "stream",
+//                          "model"} -> the text and token counts; "stream": true sends each token
+//                          as a server-sent event as it is drawn
+//   GET  /metrics          Prometheus text (serve/metrics.h)
+//
+// Pixels are sent as the data set holds them; the server applies the normalisation the model was
+// trained with (from the checkpoint), so its answer is what `weft eval` computes for the image.
+// Classifier requests go through a DynamicBatcher per model (serve/batcher.h); a GPT's
+// generations run one at a time on the model's own thread.
+//
+// Errors are JSON, {"error": {"status": 400, "message": "..."}}: malformed JSON, wrong shapes,
+// types or values, an unknown model → 400; an unknown route → 404; a body over the limit → 413; a
+// full queue → 503 with Retry-After. None of them touches another request's answer. Slow clients
+// are cut off by the read and write timeouts, so they hold only their own connection.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/serve/batcher.h"
+#include "weft/serve/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace weft::serve {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (port() says which)
+  BatchOptions batch;
+  std::string precision;           // "" as saved; fp32 | bf16 converts a classifier's weights
+  int64_t max_body_bytes = 8 << 20;
+  int connections = 128;           // HTTP worker threads: connections served at once
+  double timeout_s = 5;            // reading a request, writing a response
+};
+
+struct ModelSpec {
+  std::string name;  // "" → the model's kind (mlp, cnn, gpt)
+  std::string path;
+};
+// "NAME=PATH" or "PATH" (a path holding '=' names it: "=PATH" keeps the whole of PATH).
+ModelSpec parse_model_spec(const std::string& text);
+
+class Server {
+ public:
+  // Loads every model; a missing or corrupt checkpoint, two models of one name, or a precision a
+  // model cannot run → IOError / FormatError / ValueError before anything is served.
+  Server(const std::vector<ModelSpec>& models, ServeOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port; IOError naming the address when it cannot (in use, not an address here).
+  void bind();
+  int port() const { return port_; }
+  // One line for the user: the address, and each model with its dtype.
+  std::string ready_line() const;
+  // Serves until stop(); returns once every request in flight has been answered.
+  void serve();
+  // From any thread: stop accepting connections; serve() returns when the rest are answered.
+  void stop();
+
+ private:
+  struct Model;
+  void add_routes();
+
+  ServeOptions options_;
+  std::vector<std::unique_ptr<Model>> models_;
+  Metrics metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+  int listening_socket_ = -1;
+};
+
+}  // namespace weft::serve

@@ -1,0 +1,129 @@
+// `weft serve` as a user runs it: what it cannot serve is refused in one line with exit status 2
+// before anything is served, and SIGTERM lets the request in flight be answered, then exits 0.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <future>
+#include <netinet/in.h>
+
+#include "cli/weft_cli.h"
+#include "temp_dir.h"
+#include "weft/core/random.h"
+#include "weft/infer/metadata.h"
+#include "weft/io/safetensors.h"
+#include "weft/nn/models.h"
+
+namespace weft {
+namespace {
+
+using testing::Outcome;
+using testing::TempDir;
+using testing::weft_cli;
+
+std::string save_mlp(const TempDir& dir) {
+  manual_seed(3);
+  auto mlp = nn::make_mlp();
+  nn::StateDict state = mlp->state_dict();
+  auto metadata = infer::classifier_metadata("fashion-mnist");
+  metadata["weft.model"] = "mlp";
+  metadata["format"] = "pt";
+  io::save_safetensors(dir.file("mlp.safetensors"), {state.begin(), state.end()}, metadata);
+  return dir.file("mlp.safetensors");
+}
+
+// `weft serve ARGS` in the background: its pid, and the port from the line it prints when ready.
+struct Served {
+  pid_t pid = -1;
+  int port = 0;
+  FILE* out = nullptr;
+};
+Served start_serving(const std::string& args) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execl("/bin/sh", "sh", "-c", (std::string("exec ") + WEFT_CLI_PATH + " serve " + args).c_str(), nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  Served s{pid, 0, fdopen(fds[0], "r")};
+  char line[1024];
+  if (fgets(line, sizeof line, s.out) != nullptr) {
+    const std::string text = line;
+    const size_t colon = text.find(':', text.find("127.0.0.1"));
+    if (colon != std::string::npos) s.port = std::stoi(text.substr(colon + 1));
+  }
+  return s;
+}
+
+int wait_for_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(ServeCli, SigtermAnswersTheRequestInFlightAndExits0) {
+  TempDir dir;
+  // The request waits a second in the batcher's queue for others to join it: SIGTERM comes then.
+  Served s = start_serving("--checkpoint " + save_mlp(dir) + " --port 0 --max-wait-ms 1000 --threads 1");
+  ASSERT_GT(s.port, 0);
+  std::future<int> in_flight = std::async(std::launch::async, [&] {
+    httplib::Client c("127.0.0.1", s.port);
+    std::string pixels;
+    for (int i = 0; i < 784; ++i) pixels += i ? ",7" : "7";
+    const httplib::Result r = c.Post("/v1/predict", "{\"inputs\": [[" + pixels + "]]}", "application/json");
+    return r ? r->status : -1;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(in_flight.get(), 200);
+  EXPECT_EQ(wait_for_exit(s.pid), 0);
+  std::string rest;
+  char buffer[256];
+  while (size_t n = fread(buffer, 1, sizeof buffer, s.out)) rest.append(buffer, n);
+  fclose(s.out);
+  EXPECT_TRUE(testing::contains(rest, "SIGTERM: no new connections; answering the requests in flight")) << rest;
+  EXPECT_TRUE(testing::contains(rest, "stopped")) << rest;
+  // Nothing listens there any more.
+  httplib::Client after("127.0.0.1", s.port);
+  EXPECT_FALSE(after.Get("/healthz"));
+}
+
+TEST(ServeCli, WhatCannotBeServedIsRefusedInOneLine) {
+  TempDir dir;
+  const std::string mlp = save_mlp(dir);
+  testing::expect_usage_error(weft_cli("serve --checkpoint " + dir.file("missing")), "missing");
+  {
+    FILE* f = fopen(dir.file("corrupt.safetensors").c_str(), "w");
+    fputs("{not safetensors", f);
+    fclose(f);
+  }
+  testing::expect_usage_error(weft_cli("serve --checkpoint " + dir.file("corrupt.safetensors")), "corrupt.safetensors");
+  testing::expect_usage_error(weft_cli("serve --checkpoint " + mlp + " --checkpoint " + mlp), "two models named 'mlp'");
+  testing::expect_usage_error(weft_cli("serve --checkpoint " + mlp + " --precision fp16"), "--precision");
+  testing::expect_usage_error(weft_cli("serve --checkpoint " + mlp + " --port 70000"), "--port");
+  testing::expect_usage_error(weft_cli("serve --checkpoint " + mlp + " --host 192.0.2.1 --port 8080"),
+                              "cannot listen on 192.0.2.1:8080");
+  // A port this test holds.
+  const int held = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(held, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(held, 1), 0);
+  socklen_t length = sizeof address;
+  getsockname(held, reinterpret_cast<sockaddr*>(&address), &length);
+  const int port = ntohs(address.sin_port);
+  testing::expect_usage_error(weft_cli("serve --checkpoint " + mlp + " --port " + std::to_string(port)),
+                              "cannot listen on 127.0.0.1:" + std::to_string(port));
+  close(held);
+}
+
+}  // namespace
+}  // namespace weft
