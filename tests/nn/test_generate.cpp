@@ -32,6 +32,36 @@ std::shared_ptr<nn::GPT> peaked_gpt() {
   return model;
 }
 
+// Continuous batching's step: sequences at different lengths, each with its own cache, decoded in
+// one forward, get the logits each gets alone; the caches advance by one each.
+TEST(Generate, SequencesDecodedTogetherGetTheLogitsEachGetsAlone) {
+  std::shared_ptr<nn::GPT> model = peaked_gpt();
+  NoGradGuard no_grad;
+  const std::vector<std::vector<int64_t>> prompts = {{3, 17, 17}, {5}, {40, 8, 1, 9, 2, 2, 30}};
+  const std::vector<int64_t> next = {4, 50, 0};
+  std::vector<nn::KVCache> together, alone;
+  std::vector<std::vector<float>> expected;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (auto* caches : {&together, &alone}) {
+      caches->push_back(model->make_kv_cache(1));
+      (*model)(Tensor::from_vector(prompts[i], {1, static_cast<int64_t>(prompts[i].size())}), caches->back());
+    }
+    expected.push_back((*model)(Tensor::from_vector(std::vector<int64_t>{next[i]}, {1, 1}), alone[i]).to_vector<float>());
+  }
+  nn::KVCaches caches;
+  for (nn::KVCache& c : together) caches.push_back(&c);
+  const Tensor logits = (*model)(Tensor::from_vector(next, {3, 1}), caches);
+  ASSERT_EQ(logits.shape(), (Shape{3, 1, kConfig.vocab}));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<float> got = logits.select(0, static_cast<int64_t>(i)).to_vector<float>();
+    for (size_t v = 0; v < got.size(); ++v)
+      EXPECT_NEAR(got[v], expected[i][v], 1e-4 * (1 + std::abs(expected[i][v]))) << "sequence " << i << ", token " << v;
+    EXPECT_EQ(together[i].length(), static_cast<int64_t>(prompts[i].size()) + 1);
+  }
+  EXPECT_TRUE(contains(message_of<ShapeError>([&] { (*model)(Tensor::from_vector(next, {3, 1}), nn::KVCaches{caches[0]}); }),
+                       "one token per cache"));
+}
+
 TEST(Generate, GreedyWithTheCacheEqualsRecomputingTheWholeSequence) {
   std::shared_ptr<nn::GPT> model = peaked_gpt();
   const nn::GenerateOptions cached{.max_tokens = 30, .temperature = 0};

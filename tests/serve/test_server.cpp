@@ -284,6 +284,44 @@ TEST(Serve, CompletionsAreGeneratesAndStreamTheSameTokens) {
             post(running, "/v1/completions", Json{{"prompt", "ab"}, {"temperature", 0}}.dump()).body);
 }
 
+// Eight streams at once decode together (continuous batching): each gets the tokens generate
+// gives it alone, and the decode steps ran several sequences at a time.
+TEST(Serve, ConcurrentCompletionsDecodeTogetherAndEachGetsItsOwnTokens) {
+  testing::TempDir dir;
+  const std::string file = save_gpt(dir);
+  infer::LoadedModel loaded = infer::load_model(file);
+  Running running({{"", file}}, {});
+  std::vector<Json> requests;
+  std::vector<Json> expected;
+  for (int i = 0; i < 8; ++i) {
+    const std::string prompt = std::string("request ") + std::string(static_cast<size_t>(i), '+');
+    nn::GenerateOptions o;
+    o.max_tokens = 10 + i;
+    o.temperature = 0.7;
+    o.seed = static_cast<uint64_t>(100 + i);
+    o.vocab_limit = 256;
+    const std::vector<int64_t> tokens = nn::generate(*loaded.gpt, std::vector<int64_t>(prompt.begin(), prompt.end()), o);
+    expected.push_back(Json::parse(
+        Json(std::string(tokens.begin(), tokens.end())).dump(-1, ' ', false, Json::error_handler_t::replace)));
+    requests.push_back({{"prompt", prompt}, {"max_tokens", o.max_tokens}, {"temperature", 0.7}, {"seed", o.seed}});
+  }
+  std::vector<std::future<Answer>> answers;
+  for (const Json& r : requests)
+    answers.push_back(std::async(std::launch::async, [&running, r] { return post(running, "/v1/completions", r.dump()); }));
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const Answer a = answers[i].get();
+    ASSERT_EQ(a.status, 200) << a.body.dump();
+    EXPECT_EQ(a.body["text"], expected[i]) << "request " << i;
+    EXPECT_EQ(a.body["completion_tokens"], 10 + static_cast<int>(i));
+  }
+  const std::string metrics = running.client().Get("/metrics")->body;
+  const std::string sum = "weft_batch_size_sum{model=\"gpt\"} ", count = "weft_batch_size_count{model=\"gpt\"} ";
+  ASSERT_NE(metrics.find(sum), std::string::npos) << metrics;
+  const double sequences = std::stod(metrics.substr(metrics.find(sum) + sum.size()));
+  const double steps = std::stod(metrics.substr(metrics.find(count) + count.size()));
+  EXPECT_GT(sequences / steps, 1.5) << "decode steps averaged " << sequences / steps << " sequences: " << metrics;
+}
+
 TEST(Serve, MetricsPassPromtoolAndCountWhatHappened) {
   testing::TempDir dir;
   Running running({{"", save_mlp(dir)}, {"", save_gpt(dir)}}, {});

@@ -47,7 +47,8 @@ void add_serve_command(CLI::App& app, std::function<void()>& run) {
       ->required()->check(not_empty());
   s->add_option("--host", f->options.host, "the address to listen on (default: loopback only)")->check(not_empty());
   number_flag(s, "--port", f->options.port, "the port (0: any free one, printed)", {.min = 0, .max = 65535});
-  number_flag(s, "--max-batch", f->options.batch.max_batch, "classifiers: inputs run together at most", {.min = 1});
+  number_flag(s, "--max-batch", f->options.batch.max_batch,
+              "classifiers: inputs run together at most; a GPT: sequences decoded together at most", {.min = 1});
   number_flag(s, "--max-wait-ms", f->options.batch.max_wait_ms,
               "classifiers: how long the oldest request waits for others to join its batch", {.min = 0, .max = 60000});
   number_flag(s, "--max-queue", f->options.batch.max_queue, "requests waiting per model; more are answered 503",

@@ -76,22 +76,51 @@ Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
   for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = start + t;
   Tensor token_embeddings = (*wte)(tokens);
   Tensor x = (*drop)(add(token_embeddings, (*wpe)(Tensor::from_vector(positions, {T}))));
-  x = h->call_with_hooks(x, [&](const Tensor& input) {
-    Tensor y = input;
-    for (int64_t i = 0; i < config.layers; ++i) {
-      auto* block = dynamic_cast<TransformerBlock*>((*h)[static_cast<size_t>(i)].get());
-      WEFT_CHECK(block != nullptr, ValueError, "GPT: the cached forward needs a TransformerBlock at h.", i, ", found a ",
-                 (*h)[static_cast<size_t>(i)]->name());
-      y = (*block)(y, cache, i);
-    }
-    return y;
-  });
+  x = cached_blocks(x, [&](TransformerBlock& block, const Tensor& y, int64_t i) { return block(y, cache, i); });
   cache.advance(T);
   return wte->attend((*ln_f)(x));
 }
 
+Tensor GPT::forward(const Tensor& tokens, const KVCaches& caches) {
+  WEFT_CHECK(tokens.defined() && tokens.dim() == 2 && tokens.size(1) == 1 &&
+                 tokens.size(0) == static_cast<int64_t>(caches.size()),
+             ShapeError, "GPT: expected one token per cache, [", caches.size(), ", 1], got ",
+             tokens.defined() ? shape_str(tokens.shape()) : "undefined");
+  std::vector<int64_t> positions;
+  for (const KVCache* cache : caches) {
+    WEFT_CHECK(cache != nullptr && cache->layers() == config.layers && cache->batch() == 1, ShapeError,
+               "GPT: each sequence's cache must be make_kv_cache(1)'s");
+    WEFT_CHECK(cache->length() < config.context, ShapeError, "GPT: a sequence of ", cache->length(),
+               " tokens has no room left in the context of ", config.context);
+    positions.push_back(cache->length());
+  }
+  const int64_t B = tokens.size(0);
+  Tensor x = (*drop)(add((*wte)(tokens), (*wpe)(Tensor::from_vector(positions, {B, 1}))));
+  x = cached_blocks(x, [&](TransformerBlock& block, const Tensor& y, int64_t i) { return block(y, caches, i); });
+  for (KVCache* cache : caches) cache->advance(1);
+  return wte->attend((*ln_f)(x));
+}
+
+Tensor GPT::cached_blocks(const Tensor& x,
+                          const std::function<Tensor(TransformerBlock&, const Tensor&, int64_t)>& block) {
+  return h->call_with_hooks(x, [&](const Tensor& input) {
+    Tensor y = input;
+    for (int64_t i = 0; i < config.layers; ++i) {
+      auto* b = dynamic_cast<TransformerBlock*>((*h)[static_cast<size_t>(i)].get());
+      WEFT_CHECK(b != nullptr, ValueError, "GPT: the cached forward needs a TransformerBlock at h.", i, ", found a ",
+                 (*h)[static_cast<size_t>(i)]->name());
+      y = block(*b, y, i);
+    }
+    return y;
+  });
+}
+
 Tensor GPT::operator()(const Tensor& tokens, KVCache& cache) {
   return call_with_hooks(tokens, [&](const Tensor& input) { return forward(input, cache); });
+}
+
+Tensor GPT::operator()(const Tensor& tokens, const KVCaches& caches) {
+  return call_with_hooks(tokens, [&](const Tensor& input) { return forward(input, caches); });
 }
 
 KVCache GPT::make_kv_cache(int64_t batch) const {

@@ -25,6 +25,7 @@
 // tied output projection is wte's attend, so it follows.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "weft/nn/activation.h"
@@ -56,6 +57,8 @@ struct GPTConfig {
   int64_t num_parameters() const;
 };
 
+class TransformerBlock;
+
 class GPT : public Module {
  public:
   explicit GPT(const GPTConfig& config);
@@ -65,8 +68,16 @@ class GPT : public Module {
   // [B, T, vocab]; appends their keys and values to the cache. Past the context → ShapeError.
   // Inference only (under NoGradGuard; see KVCache).
   Tensor forward(const Tensor& tokens, KVCache& cache);
+  // Continuous batching's decode step: tokens i64 [B, 1], the next token of each of B sequences,
+  // caches[b] row b's own (batch 1) at its own length, which is that token's position -> logits
+  // [B, 1, vocab]; each cache advances by one. The layers' GEMMs take the B rows together,
+  // attention runs per sequence over its cache; a sequence's logits are those of the one-cache
+  // forward (to the rounding of the GEMMs' other row count). Inference only.
+  Tensor forward(const Tensor& tokens, const KVCaches& caches);
   using Module::operator();
-  Tensor operator()(const Tensor& tokens, KVCache& cache);  // the cached forward between the hooks
+  // The cached forwards between the hooks.
+  Tensor operator()(const Tensor& tokens, KVCache& cache);
+  Tensor operator()(const Tensor& tokens, const KVCaches& caches);
   // An empty cache for `batch` sequences of up to `context` tokens, one layer per block.
   KVCache make_kv_cache(int64_t batch = 1) const;
   // Recompute each block's activations in backward instead of keeping them (all blocks but the
@@ -80,6 +91,10 @@ class GPT : public Module {
   std::shared_ptr<Dropout> drop;  // on the embeddings' sum, training only
   std::shared_ptr<Sequential> h;  // the TransformerBlocks
   std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  // The blocks in order, each called as `block(x, i)` between h's hooks.
+  Tensor cached_blocks(const Tensor& x, const std::function<Tensor(TransformerBlock&, const Tensor&, int64_t)>& block);
 };
 
 }  // namespace weft::nn

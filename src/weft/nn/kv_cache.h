@@ -41,4 +41,8 @@ class KVCache {
   int64_t length_ = 0;
 };
 
+// Continuous batching (serve/): B sequences decoded together, each with its own cache of batch 1
+// at its own length, so that one may join or leave between steps without touching the others.
+using KVCaches = std::vector<KVCache*>;
+
 }  // namespace weft::nn

@@ -15,15 +15,25 @@ MultiheadAttention::MultiheadAttention(int64_t dim, int64_t num_heads, double dr
   register_module("resid_dropout", resid_dropout, std::make_shared<Dropout>(dropout));
 }
 
-Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x, nullptr, 0); }
+Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x, nullptr, nullptr, 0); }
 
-Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, int64_t layer) { return attend(x, &cache, layer); }
+Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, int64_t layer) {
+  return attend(x, &cache, nullptr, layer);
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x, const KVCaches& caches, int64_t layer) {
+  return attend(x, nullptr, &caches, layer);
+}
 
 Tensor MultiheadAttention::operator()(const Tensor& x, KVCache& cache, int64_t layer) {
   return call_with_hooks(x, [&](const Tensor& input) { return forward(input, cache, layer); });
 }
 
-Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, int64_t layer) {
+Tensor MultiheadAttention::operator()(const Tensor& x, const KVCaches& caches, int64_t layer) {
+  return call_with_hooks(x, [&](const Tensor& input) { return forward(input, caches, layer); });
+}
+
+Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, const KVCaches* caches, int64_t layer) {
   WEFT_CHECK(x.defined() && x.dim() == 3 && x.size(2) == dim, ShapeError, "MultiheadAttention(", dim,
              "): expected x [B, T, ", dim, "], got ", x.defined() ? shape_str(x.shape()) : "undefined");
   const int64_t B = x.size(0), T = x.size(1), head_dim = dim / num_heads;
@@ -33,8 +43,21 @@ Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, int64_t layer
   const int64_t width = fused.size(2) / 3, heads = width / head_dim;
   std::vector<Tensor> qkv = split(fused, width, 2);
   for (Tensor& t : qkv) t = t.view({B, T, heads, head_dim}).transpose(1, 2);
-  auto [k, v] = cache ? cache->append(layer, qkv[1], qkv[2]) : std::pair{qkv[1], qkv[2]};
-  Tensor y = scaled_dot_product_attention(qkv[0], k, v, /*causal=*/true);
+  Tensor y;
+  if (caches) {  // one position per sequence, each over its own cache
+    WEFT_CHECK(T == 1 && static_cast<int64_t>(caches->size()) == B, ShapeError, "MultiheadAttention: ", caches->size(),
+               " caches for x ", shape_str(x.shape()), "; one new position per cache, [", caches->size(), ", 1, ", dim,
+               "]");
+    std::vector<Tensor> rows;
+    for (int64_t b = 0; b < B; ++b) {
+      auto [k, v] = (*caches)[static_cast<size_t>(b)]->append(layer, qkv[1].narrow(0, b, 1), qkv[2].narrow(0, b, 1));
+      rows.push_back(scaled_dot_product_attention(qkv[0].narrow(0, b, 1), k, v, /*causal=*/true));
+    }
+    y = B == 1 ? rows[0] : cat(rows, 0);
+  } else {
+    auto [k, v] = cache ? cache->append(layer, qkv[1], qkv[2]) : std::pair{qkv[1], qkv[2]};
+    y = scaled_dot_product_attention(qkv[0], k, v, /*causal=*/true);
+  }
   y = y.transpose(1, 2).reshape({B, T, width});  // heads side by side again
   return (*resid_dropout)((*c_proj)(y));
 }
@@ -72,6 +95,15 @@ Tensor TransformerBlock::forward(const Tensor& x, KVCache& cache, int64_t layer)
 
 Tensor TransformerBlock::operator()(const Tensor& x, KVCache& cache, int64_t layer) {
   return call_with_hooks(x, [&](const Tensor& input) { return forward(input, cache, layer); });
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, const KVCaches& caches, int64_t layer) {
+  Tensor h = add(x, (*attn)((*ln_1)(x), caches, layer));
+  return add(h, (*mlp)((*ln_2)(h)));
+}
+
+Tensor TransformerBlock::operator()(const Tensor& x, const KVCaches& caches, int64_t layer) {
+  return call_with_hooks(x, [&](const Tensor& input) { return forward(input, caches, layer); });
 }
 
 }  // namespace weft::nn

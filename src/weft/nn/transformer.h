@@ -22,6 +22,8 @@ namespace weft::nn {
 // With a KVCache, x holds the T positions that follow the cache's length(): their keys and values
 // are appended to the cache's `layer` and each attends to every cached position and the new ones
 // up to itself (the causal alignment of scaled_dot_product_attention with Tq < Tk).
+// With KVCaches (one per row, continuous batching), x [B, 1, dim] holds one new position per
+// sequence: row b's key and value go to caches[b], and its query attends over that cache alone.
 // Dropout (training only) is applied to the output projection; attention-weight dropout would
 // need a dropout argument in scaled_dot_product_attention, which it does not have.
 class MultiheadAttention : public Module {
@@ -29,9 +31,11 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t dim, int64_t num_heads, double dropout = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
+  Tensor forward(const Tensor& x, const KVCaches& caches, int64_t layer);
   using Module::operator();
-  // The cached forward between this module's hooks (which see x and the output).
+  // The cached forwards between this module's hooks (which see x and the output).
   Tensor operator()(const Tensor& x, KVCache& cache, int64_t layer);
+  Tensor operator()(const Tensor& x, const KVCaches& caches, int64_t layer);
   std::string extra_repr() const override;
 
   const int64_t dim, num_heads;
@@ -40,7 +44,8 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Dropout> resid_dropout;
 
  private:
-  Tensor attend(const Tensor& x, KVCache* cache, int64_t layer);  // no cache: x is the whole sequence
+  // No cache (nor caches): x is the whole sequence.
+  Tensor attend(const Tensor& x, KVCache* cache, const KVCaches* caches, int64_t layer);
 };
 
 // Linear(dim, hidden) -> GELU(tanh) -> Linear(hidden, dim) -> Dropout.
@@ -55,15 +60,18 @@ class FeedForward : public Module {
   std::shared_ptr<Dropout> dropout;
 };
 
-// Pre-LN: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)). The cached forward passes the cache and
-// this block's layer index to attn.
+// Pre-LN: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)). The cached forwards pass the cache (or the
+// caches) and this block's layer index to attn.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t dim, int64_t num_heads, int64_t mlp_ratio = 4, double dropout = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, KVCache& cache, int64_t layer);
+  Tensor forward(const Tensor& x, const KVCaches& caches, int64_t layer);
   using Module::operator();
-  Tensor operator()(const Tensor& x, KVCache& cache, int64_t layer);  // the cached forward between the hooks
+  // The cached forwards between the hooks.
+  Tensor operator()(const Tensor& x, KVCache& cache, int64_t layer);
+  Tensor operator()(const Tensor& x, const KVCaches& caches, int64_t layer);
 
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<MultiheadAttention> attn;

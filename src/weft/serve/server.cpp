@@ -10,14 +10,13 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/threads.h"
 #include "weft/infer/load.h"
 #include "weft/infer/metadata.h"
-#include "weft/nn/generate.h"
 #include "weft/ops/activation.h"
+#include "weft/serve/continuous.h"
 
 namespace weft::serve {
 
@@ -35,58 +34,6 @@ class HttpError : public Error {
 
 // Predictions kept for the drift gauge.
 constexpr size_t kRecentPredictions = 1000;
-
-// Jobs run in order on one thread (a GPT's generations, one at a time), at most `max_queue`
-// waiting.
-class SerialQueue {
- public:
-  SerialQueue(int64_t max_queue, int threads) : max_queue_(max_queue) {
-    thread_ = std::thread([this, threads] {
-      if (threads > 0) set_num_threads(threads);
-      std::unique_lock<std::mutex> lock(mutex_);
-      for (;;) {
-        changed_.wait(lock, [&] { return !jobs_.empty() || stopping_; });
-        if (jobs_.empty()) return;
-        std::function<void()> job = std::move(jobs_.front());
-        jobs_.pop_front();
-        lock.unlock();
-        job();
-        lock.lock();
-      }
-    });
-  }
-  ~SerialQueue() { stop(); }
-  void submit(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      WEFT_CHECK(!stopping_, ValueError, "the server is shutting down");
-      if (static_cast<int64_t>(jobs_.size()) >= max_queue_)
-        throw QueueFullError(str("the queue is full (", max_queue_, " requests waiting); try again shortly"));
-      jobs_.push_back(std::move(job));
-    }
-    changed_.notify_all();
-  }
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  int64_t depth() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return static_cast<int64_t>(jobs_.size());
-  }
-
- private:
-  int64_t max_queue_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
 
 // The tokens of one streamed generation, handed from the model's thread to the HTTP worker that
 // writes them.
@@ -154,7 +101,7 @@ struct Server::Model {
   infer::LoadedModel loaded;
   int64_t parameters = 0;
   std::unique_ptr<DynamicBatcher> batcher;     // classifiers
-  std::unique_ptr<SerialQueue> generations;    // the GPT
+  std::unique_ptr<ContinuousBatcher> generations;  // the GPT
   std::vector<double> reference;               // the test set's class distribution; empty: unknown
   std::mutex recent_mutex;
   std::deque<int64_t> recent;                  // the last predicted classes
@@ -216,8 +163,9 @@ Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : opti
     m->parameters = m->loaded.model->num_parameters();
     Model* model = m.get();
     if (model->is_gpt()) {
-      model->generations = std::make_unique<SerialQueue>(options_.batch.max_queue, options_.batch.threads);
-      metrics_.gauges(model->name, [model] { return model->generations->depth(); }, {});
+      model->generations = std::make_unique<ContinuousBatcher>(*model->loaded.gpt, options_.batch,
+                                                               [this, model](int64_t n) { metrics_.batch(model->name, n); });
+      metrics_.gauges(model->name, [model] { return model->generations->queue_depth(); }, {});
     } else {
       model->reference = infer::saved_class_distribution(model->loaded.metadata,
                                                          static_cast<int64_t>(model->loaded.labels.size()),
@@ -386,27 +334,27 @@ void Server::add_routes() {
     if (body.contains("stream") && !body["stream"].is_boolean()) throw HttpError(400, "\"stream\" must be true or false");
     const bool stream = body.value("stream", false);
     auto tokens = std::make_shared<TokenStream>();
-    Model* model = &m;
-    m.generations->submit([this, model, prompt, options, tokens] {
-      try {
-        nn::generate(*model->loaded.gpt, prompt, options, [&](int64_t id) {
-          {
-            std::lock_guard<std::mutex> lock(tokens->mutex);
-            tokens->tokens.push_back(id);
-          }
-          tokens->changed.notify_all();
-          return !tokens->cancelled.load();
-        });
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(tokens->mutex);
-        tokens->error = e.what();
-      }
-      {
-        std::lock_guard<std::mutex> lock(tokens->mutex);
-        tokens->done = true;
-      }
-      tokens->changed.notify_all();
-    });
+    m.generations->submit(Generation{
+        .prompt = prompt,
+        .options = options,
+        .on_token =
+            [tokens](int64_t id) {
+              {
+                std::lock_guard<std::mutex> lock(tokens->mutex);
+                tokens->tokens.push_back(id);
+              }
+              tokens->changed.notify_all();
+              return !tokens->cancelled.load();
+            },
+        .on_done =
+            [tokens](const std::string& error) {
+              {
+                std::lock_guard<std::mutex> lock(tokens->mutex);
+                tokens->error = error;
+                tokens->done = true;
+              }
+              tokens->changed.notify_all();
+            }});
     const std::string name = m.name;
     auto decode = [&tokenizer](const std::vector<int64_t>& ids) {
       return tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()));

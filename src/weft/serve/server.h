@@ -13,8 +13,9 @@
 //
 // Pixels are sent as the data set holds them; the server applies the normalisation the model was
 // trained with (from the checkpoint), so its answer is what `weft eval` computes for the image.
-// Classifier requests go through a DynamicBatcher per model (serve/batcher.h); a GPT's
-// generations run one at a time on the model's own thread.
+// Classifier requests go through a DynamicBatcher per model (serve/batcher.h), a GPT's through a
+// ContinuousBatcher (serve/continuous.h): its generations decode together, joining and leaving
+// the running batch between steps.
 //
 // Errors are JSON, {"error": {"status": 400, "message": "..."}}: malformed JSON, wrong shapes,
 // types or values, an unknown model → 400; an unknown route → 404; a body over the limit → 413; a

@@ -1,0 +1,130 @@
+#include "weft/serve/continuous.h"
+
+#include <memory>
+
+#include "weft/autograd/grad_mode.h"
+#include "weft/core/random.h"
+#include "weft/core/threads.h"
+
+namespace weft::serve {
+
+namespace {
+
+// The logits of row `row`'s last position in [B, T, vocab].
+std::vector<float> last_logits(const Tensor& logits, int64_t row) {
+  return logits.select(0, row).select(0, logits.size(1) - 1).to_vector<float>();
+}
+
+}  // namespace
+
+struct ContinuousBatcher::Running {
+  Generation request;
+  nn::KVCache cache;
+  Generator generator;
+  int64_t last = 0;       // the token drawn last: the next step's input
+  int64_t produced = 0;
+};
+
+ContinuousBatcher::ContinuousBatcher(nn::GPT& model, BatchOptions options, std::function<void(int64_t)> on_step)
+    : model_(model), options_(options), on_step_(std::move(on_step)) {
+  WEFT_CHECK(options_.max_batch >= 1 && options_.max_queue >= 1, ValueError,
+             "continuous batcher: max_batch and max_queue must be at least 1");
+  thread_ = std::thread([this] { loop(); });
+}
+
+ContinuousBatcher::~ContinuousBatcher() { stop(); }
+
+void ContinuousBatcher::submit(Generation generation) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    WEFT_CHECK(!stopping_, ValueError, "the server is shutting down");
+    if (static_cast<int64_t>(waiting_.size()) >= options_.max_queue)
+      throw QueueFullError(str("the queue is full (", options_.max_queue, " requests waiting); try again shortly"));
+    waiting_.push_back(std::move(generation));
+  }
+  changed_.notify_all();
+}
+
+void ContinuousBatcher::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t ContinuousBatcher::queue_depth() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(waiting_.size());
+}
+
+void ContinuousBatcher::loop() {
+  if (options_.threads > 0) set_num_threads(options_.threads);
+  NoGradGuard no_grad;
+  std::vector<std::unique_ptr<Running>> running;
+  // Tells a sequence its token; true while it goes on.
+  auto draw = [](Running& r, const std::vector<float>& logits) {
+    r.last = nn::sample_token(logits, r.request.options, r.generator);
+    ++r.produced;
+    const bool wanted = !r.request.on_token || r.request.on_token(r.last);
+    return wanted && r.produced < r.request.options.max_tokens;
+  };
+  for (;;) {
+    std::vector<Generation> admitted;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return !waiting_.empty() || !running.empty() || stopping_; });
+      if (waiting_.empty() && running.empty()) return;  // stopping, and nothing left
+      while (!waiting_.empty() && static_cast<int64_t>(running.size() + admitted.size()) < options_.max_batch) {
+        admitted.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+    }
+    for (Generation& g : admitted) {  // prefill: the prompt in one forward, and the first token
+      const std::function<void(const std::string&)> on_done = g.on_done;
+      try {
+        if (g.options.max_tokens == 0) {
+          on_done("");
+          continue;
+        }
+        auto r = std::make_unique<Running>(Running{std::move(g), model_.make_kv_cache(1), Generator(0), 0, 0});
+        r->generator = Generator(r->request.options.seed);
+        const Tensor prompt = Tensor::from_vector(r->request.prompt, {1, static_cast<int64_t>(r->request.prompt.size())});
+        if (draw(*r, last_logits(model_(prompt, r->cache), 0)))
+          running.push_back(std::move(r));
+        else
+          r->request.on_done("");
+      } catch (const std::exception& e) {
+        on_done(e.what());
+      }
+    }
+    if (running.empty()) continue;
+    // The decode step: every running sequence's last token at once.
+    const int64_t batch = static_cast<int64_t>(running.size());
+    try {
+      std::vector<int64_t> tokens;
+      nn::KVCaches caches;
+      for (const auto& r : running) {
+        tokens.push_back(r->last);
+        caches.push_back(&r->cache);
+      }
+      const Tensor logits = model_(Tensor::from_vector(tokens, {batch, 1}), caches);
+      if (on_step_) on_step_(batch);
+      std::vector<std::unique_ptr<Running>> going_on;
+      for (int64_t b = 0; b < batch; ++b) {
+        Running& r = *running[static_cast<size_t>(b)];
+        if (draw(r, last_logits(logits, b)))
+          going_on.push_back(std::move(running[static_cast<size_t>(b)]));
+        else
+          r.request.on_done("");
+      }
+      running = std::move(going_on);
+    } catch (const std::exception& e) {
+      for (auto& r : running) r->request.on_done(e.what());
+      running.clear();
+    }
+  }
+}
+
+}  // namespace weft::serve

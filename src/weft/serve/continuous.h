@@ -1,0 +1,64 @@
+// Continuous batching for a GPT (as Orca and vLLM schedule generation): the sequences being
+// generated are decoded together, one token each per step, and a new request joins the running
+// batch between two steps instead of waiting for the batch to finish. Each sequence keeps its own
+// KV cache (nn::KVCaches), so one that finishes leaves at once and frees its rows, and the others
+// go on without a pause.
+//
+// One step: the requests waiting are admitted, up to `max_batch` sequences in all, each with a
+// forward over its prompt (prefill) that draws its first token; then one forward over every
+// running sequence's last token (GPT::forward with KVCaches: the layers' GEMMs take all the rows
+// at once, attention runs per sequence) draws each one's next. A sequence draws its tokens as
+// nn::generate would, with its own options and its own Generator seeded by its seed, so a request
+// alone gets generate's tokens exactly; in company, the same to the rounding of a GEMM over more
+// rows. The model's thread is the batcher's own (serve/batcher.h says why).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/nn/generate.h"
+#include "weft/serve/batcher.h"
+
+namespace weft::serve {
+
+struct Generation {
+  std::vector<int64_t> prompt;  // non-empty, fitting the context with options.max_tokens
+  nn::GenerateOptions options;
+  std::function<bool(int64_t id)> on_token;  // each token as drawn; false: stop here (the client left)
+  std::function<void(const std::string& error)> on_done;  // once, at the end ("" when no error)
+};
+
+class ContinuousBatcher {
+ public:
+  // `on_step(n)` is told the number of sequences each decode step ran together.
+  ContinuousBatcher(nn::GPT& model, BatchOptions options, std::function<void(int64_t)> on_step = {});
+  ~ContinuousBatcher();  // stop()
+  ContinuousBatcher(const ContinuousBatcher&) = delete;
+  ContinuousBatcher& operator=(const ContinuousBatcher&) = delete;
+
+  // Queues a generation; QueueFullError when max_queue wait to be admitted; ValueError once stopping.
+  void submit(Generation generation);
+  // Finishes every generation queued or running, then ends the thread.
+  void stop();
+  int64_t queue_depth() const;
+
+ private:
+  struct Running;
+  void loop();
+
+  nn::GPT& model_;
+  BatchOptions options_;
+  std::function<void(int64_t)> on_step_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Generation> waiting_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace weft::serve
