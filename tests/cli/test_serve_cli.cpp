@@ -70,8 +70,8 @@ int wait_for_exit(pid_t pid) {
 
 TEST(ServeCli, SigtermAnswersTheRequestInFlightAndExits0) {
   TempDir dir;
-  // The request waits a second in the batcher's queue for others to join it: SIGTERM comes then.
-  Served s = start_serving("--checkpoint " + save_mlp(dir) + " --port 0 --max-wait-ms 1000 --threads 1");
+  // The request waits three seconds in the batcher's queue for others to join it: SIGTERM comes then.
+  Served s = start_serving("--checkpoint " + save_mlp(dir) + " --port 0 --max-wait-ms 3000 --threads 1");
   ASSERT_GT(s.port, 0);
   std::future<int> in_flight = std::async(std::launch::async, [&] {
     httplib::Client c("127.0.0.1", s.port);
@@ -80,7 +80,12 @@ TEST(ServeCli, SigtermAnswersTheRequestInFlightAndExits0) {
     const httplib::Result r = c.Post("/v1/predict", "{\"inputs\": [[" + pixels + "]]}", "application/json");
     return r ? r->status : -1;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  httplib::Client metrics("127.0.0.1", s.port);
+  for (;;) {  // until the request is in the queue
+    const httplib::Result r = metrics.Get("/metrics");
+    if (r && testing::contains(r->body, "weft_queue_depth{model=\"mlp\"} 1")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   kill(s.pid, SIGTERM);
   EXPECT_EQ(in_flight.get(), 200);
   EXPECT_EQ(wait_for_exit(s.pid), 0);

@@ -225,11 +225,12 @@ TEST(Serve, AFullQueueAnswers503WithRetryAfter) {
   ServeOptions options;
   options.batch.max_queue = 1;
   options.batch.max_batch = 64;
-  options.batch.max_wait_ms = 1500;  // the first request waits there while the second arrives
+  options.batch.max_wait_ms = 3000;  // the first request waits there while the second arrives
   Running running({{"", save_mlp(dir)}}, options);
   const std::string body = Json{{"inputs", {std::vector<int>(784, 0)}}}.dump();
   std::future<Answer> first = std::async(std::launch::async, [&] { return post(running, "/v1/predict", body); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  while (!contains(running.client().Get("/metrics")->body, "weft_queue_depth{model=\"mlp\"} 1"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const Answer second = post(running, "/v1/predict", body);
   EXPECT_EQ(second.status, 503) << second.body.dump();
   EXPECT_EQ(second.retry_after, "1");

@@ -38,6 +38,7 @@ constexpr size_t kRecentPredictions = 1000;
 // The tokens of one streamed generation, handed from the model's thread to the HTTP worker that
 // writes them.
 struct TokenStream {
+  bool streamed = false;  // the worker waits for each token; else only for the end
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<int64_t> tokens;
@@ -334,6 +335,7 @@ void Server::add_routes() {
     if (body.contains("stream") && !body["stream"].is_boolean()) throw HttpError(400, "\"stream\" must be true or false");
     const bool stream = body.value("stream", false);
     auto tokens = std::make_shared<TokenStream>();
+    tokens->streamed = stream;
     m.generations->submit(Generation{
         .prompt = prompt,
         .options = options,
@@ -343,7 +345,9 @@ void Server::add_routes() {
                 std::lock_guard<std::mutex> lock(tokens->mutex);
                 tokens->tokens.push_back(id);
               }
-              tokens->changed.notify_all();
+              // Waking a worker that waits for the end at every token would cost a context switch
+              // per token per request.
+              if (tokens->streamed) tokens->changed.notify_all();
               return !tokens->cancelled.load();
             },
         .on_done =

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -238,11 +239,19 @@ float exp_row(float* s, int64_t n, float shift) {
 template <typename T>
 struct ForwardTile {
   using A = acc_type<T>;
-  int64_t width;
+  int64_t D, Dv, width;
   std::vector<A> q, k, k_t, v, s, o, m, l;
   explicit ForwardTile(const Problem& p)
-      : width(round_up(p.Dv, kLanes)), q(kBlock * p.D), k(kBlock * p.D), k_t(p.D * kBlock), v(kBlock * width),
-        s(kBlock * kBlock), o(kBlock * width), m(kBlock), l(kBlock) {}
+      : D(p.D), Dv(p.Dv), width(round_up(p.Dv, kLanes)), q(kBlock * p.D), k(kBlock * p.D), k_t(p.D * kBlock),
+        v(kBlock * width), s(kBlock * kBlock), o(kBlock * width), m(kBlock), l(kBlock) {}
+  // This thread's tiles for `p`'s sizes, kept from call to call: a decoding step calls attention
+  // with one query per sequence, and allocating and zeroing the tiles each time cost more than the
+  // arithmetic. (run() writes every element it reads, as it does between the tasks of one call.)
+  static ForwardTile& for_this_thread(const Problem& p) {
+    thread_local std::unique_ptr<ForwardTile> tile;
+    if (!tile || tile->D != p.D || tile->Dv != p.Dv) tile = std::make_unique<ForwardTile>(p);
+    return *tile;
+  }
 
   void run(const Problem& p, int64_t n, int64_t i0, A scale, const T* pq, const Strided& lq, const T* pk,
            const Strided& lk, const T* pv, const Strided& lv, T* out, A* lse) {
@@ -416,7 +425,7 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
     const int64_t blocks = (p.Tq + kBlock - 1) / kBlock;
 #pragma omp parallel if (worth_threads(p))
     {
-      ForwardTile<T> tile(p);
+      ForwardTile<T>& tile = ForwardTile<T>::for_this_thread(p);
       // Causal blocks differ in cost (later rows see more keys), so tasks are handed out as
       // threads free up; each task's result does not depend on which thread runs it.
 #pragma omp for schedule(dynamic)

@@ -22,7 +22,8 @@
 // Threads: the forward splits (batch row, block of queries) pairs, the backward batch rows (one
 // task owns a row's dk / dv / dq, so no two threads add into the same gradient); each task's
 // arithmetic is the same whichever thread runs it, so results do not depend on the thread count.
-// Scratch outside the caching allocator: per thread, a few 64 x 64 and [64, max(D, Dv)] f32
+// Scratch outside the caching allocator: per thread (the forward's kept for the next call of the
+// same head sizes), a few 64 x 64 and [64, max(D, Dv)] f32
 // tiles, plus in the backward f32 copies of q and dout and the dq accumulator, [Tq + 4, D or Dv
 // rounded up to 16] each, and D_i.
 //
