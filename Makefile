@@ -41,6 +41,8 @@ bench: build
 	@python3 bench/model_parallel.py build/weft
 	@echo "== bench/gpt_vs_pytorch.py"
 	@OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/gpt_vs_pytorch.py build/weft
+	@echo "== bench/serve_load.py"
+	@python3 bench/serve_load.py build/weft
 	@echo "== bench/mlp_inference_vs_pytorch.py"
 	@OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/mlp_inference_vs_pytorch.py build
 

@@ -9,7 +9,10 @@
 #   python3 bench/serve_load.py build/weft         (DURATION=10, TOKENS=100 by default)
 #
 # The checkpoints are made here with one training step each (what is measured is the serving, not
-# the model's quality). The server gets both cores; wrk and the clients share them with it.
+# the model's quality). The server computes on one thread (--threads 1): at these models' sizes
+# each op is too small to split, and waking a second OpenMP thread for every op cost more than it
+# saved (docs/serving.md has both measured); wrk, the clients and the HTTP workers share the two
+# cores with it.
 import json
 import os
 import re
@@ -32,7 +35,7 @@ def checkpoint(weft, model, out):
 
 class Server:
     def __init__(self, weft, checkpoint, *flags):
-        self.process = subprocess.Popen([weft, "serve", "--checkpoint", checkpoint, "--port", "0", "--threads", "2", *flags],
+        self.process = subprocess.Popen([weft, "serve", "--checkpoint", checkpoint, "--port", "0", "--threads", "1", *flags],
                                         stdout=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         self.url = "http://" + re.search(r"http://([0-9.]+:[0-9]+)", line).group(1)

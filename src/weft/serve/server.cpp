@@ -421,9 +421,11 @@ void Server::add_routes() {
   // read) in the same JSON as the routes'.
   http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string message = res.status == 404   ? str("no route ", req.method, " ", req.path)
-                                : res.status == 413 ? "the body is over the server's limit (--max-body)"
-                                                    : str("HTTP ", res.status);
+    const std::string message =
+        res.status == 404   ? str("no route ", req.method, " ", req.path)
+        : res.status == 413 ? "the body is over the server's limit (--max-body)"
+        : res.status == 400 ? "the request could not be read (malformed HTTP, or a body without Content-Length)"
+                            : str("HTTP ", res.status);
     answer_error(res, res.status, message);
     return httplib::Server::HandlerResponse::Handled;
   }));

@@ -245,8 +245,8 @@ struct ForwardTile {
       : D(p.D), Dv(p.Dv), width(round_up(p.Dv, kLanes)), q(kBlock * p.D), k(kBlock * p.D), k_t(p.D * kBlock),
         v(kBlock * width), s(kBlock * kBlock), o(kBlock * width), m(kBlock), l(kBlock) {}
   // This thread's tiles for `p`'s sizes, kept from call to call: a decoding step calls attention
-  // with one query per sequence, and allocating and zeroing the tiles each time cost more than the
-  // arithmetic. (run() writes every element it reads, as it does between the tasks of one call.)
+  // with one query per sequence, and allocating and zeroing the tiles each time took about as long
+  // as the arithmetic. (run() writes every element it reads, as between the tasks of one call.)
   static ForwardTile& for_this_thread(const Problem& p) {
     thread_local std::unique_ptr<ForwardTile> tile;
     if (!tile || tile->D != p.D || tile->Dv != p.Dv) tile = std::make_unique<ForwardTile>(p);
