@@ -17,6 +17,7 @@
 #include "weft/infer/metadata.h"
 #include "weft/ops/activation.h"
 #include "weft/serve/continuous.h"
+#include "weft/serve/playground.h"
 
 namespace weft::serve {
 
@@ -89,7 +90,8 @@ void answer_error(httplib::Response& res, int status, const std::string& message
 // The routes the metrics name; anything else counts as "other", so that a scan of random paths
 // cannot grow the label set without bound.
 std::string route_label(const std::string& path) {
-  static const std::set<std::string> known = {"/healthz", "/v1/models", "/v1/predict", "/v1/completions", "/metrics"};
+  static const std::set<std::string> known = {"/",           "/healthz", "/v1/models", "/v1/predict", "/v1/completions",
+                                              "/v1/examples", "/metrics"};
   return known.contains(path) ? path : "other";
 }
 
@@ -104,11 +106,34 @@ struct Server::Model {
   std::unique_ptr<DynamicBatcher> batcher;     // classifiers
   std::unique_ptr<ContinuousBatcher> generations;  // the GPT
   std::vector<double> reference;               // the test set's class distribution; empty: unknown
+  std::vector<std::vector<int>> examples;      // test images for the playground, with their labels
+  std::vector<int64_t> example_labels;
+  std::string no_examples;                     // why there are none
   std::mutex recent_mutex;
   std::deque<int64_t> recent;                  // the last predicted classes
   std::vector<int64_t> recent_counts;
 
   bool is_gpt() const { return loaded.kind == "gpt"; }
+
+  // Two test images of each class from `dir` ("": /usr/share/datasets/<the model's data set>).
+  void find_examples(const std::string& dir) {
+    const std::string from = dir.empty() ? "/usr/share/datasets/" + loaded.dataset : dir;
+    try {
+      const data::ImageDataset test = data::load_mnist_idx(from, false, loaded.normalization);
+      const std::vector<int64_t> labels = test.labels().to_vector<int64_t>();
+      std::vector<int> taken(loaded.labels.size(), 0);
+      for (size_t i = 0; i < labels.size() && examples.size() < 2 * taken.size(); ++i) {
+        const auto c = static_cast<size_t>(labels[i]);
+        if (c >= taken.size() || taken[c] == 2) continue;
+        ++taken[c];
+        const std::vector<uint8_t> bytes = test.images().select(0, static_cast<int64_t>(i)).contiguous().to_vector<uint8_t>();
+        examples.emplace_back(bytes.begin(), bytes.end());
+        example_labels.push_back(labels[i]);
+      }
+    } catch (const Error& e) {
+      no_examples = e.what();
+    }
+  }
 
   void note_predictions(const std::vector<int64_t>& classes) {
     std::lock_guard<std::mutex> lock(recent_mutex);
@@ -173,6 +198,7 @@ Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : opti
                                                          model->loaded.file)
                              .value_or(std::vector<double>{});
       model->recent_counts.assign(model->loaded.labels.size(), 0);
+      model->find_examples(options_.data_dir);
       model->batcher = std::make_unique<DynamicBatcher>(
           [model](const Tensor& inputs) {
             NoGradGuard no_grad;
@@ -407,6 +433,17 @@ void Server::add_routes() {
           return true;
         },
         [tokens](bool) { tokens->cancelled = true; });
+  }));
+
+  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(playground_page(), "text/html; charset=utf-8");
+  });
+
+  http_->Get("/v1/examples", guarded([this, model_for](const httplib::Request& req, httplib::Response& res) {
+    const Json query = req.has_param("model") ? Json{{"model", req.get_param_value("model")}} : Json::object();
+    Model& m = model_for(query, false);
+    if (m.examples.empty()) throw HttpError(404, str("no test images for model '", m.name, "': ", m.no_examples));
+    answer(res, 200, {{"model", m.name}, {"images", m.examples}, {"labels", m.example_labels}});
   }));
 
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

@@ -10,6 +10,9 @@
 //                          "model"} -> the text and token counts; "stream": true sends each token
 //                          as a server-sent event as it is drawn
 //   GET  /metrics          Prometheus text (serve/metrics.h)
+//   GET  /                 the playground page (serve/playground.h)
+//   GET  /v1/examples?model=NAME   a classifier's test images to try, two of each class, from
+//                          --data-dir (by default /usr/share/datasets/<its data set>) when readable
 //
 // Pixels are sent as the data set holds them; the server applies the normalisation the model was
 // trained with (from the checkpoint), so its answer is what `weft eval` computes for the image.
@@ -45,6 +48,7 @@ struct ServeOptions {
   int64_t max_body_bytes = 8 << 20;
   int connections = 128;           // HTTP worker threads: connections served at once
   double timeout_s = 5;            // reading a request, writing a response
+  std::string data_dir;            // the classifiers' test images for the playground; "": the default
 };
 
 struct ModelSpec {
