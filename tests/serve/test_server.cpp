@@ -4,6 +4,9 @@
 // answers around it, a full queue answers 503, and the metrics pass promtool.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -218,6 +221,54 @@ TEST(Serve, BadRequestsGetTheirStatusAndTheGoodOnesAroundThemTheirAnswers) {
       EXPECT_NEAR(got["probabilities"][c].get<double>(), want["probabilities"][c].get<double>(), 1e-6);
     for (size_t k = 0; k < 3; ++k) EXPECT_EQ(got["top_k"][k]["label"], want["top_k"][k]["label"]);
   }
+}
+
+// A client that sends half a body and stalls, and one that leaves in the middle of a stream, hold
+// up nobody: the others are answered meanwhile, and the stalled request is refused after the
+// timeout.
+TEST(Serve, SlowAndVanishingClientsHoldUpNobody) {
+  testing::TempDir dir;
+  ServeOptions options;
+  options.timeout_s = 2;
+  Running running({{"", save_mlp(dir)}, {"", save_gpt(dir)}}, options);
+  const int port = running.server().port();
+  auto connect_raw = [port] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    return fd;
+  };
+  const int slow = connect_raw();
+  const std::string head = "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Content-Length: 5000\r\n\r\n{\"inputs\": [[1, 2";
+  ASSERT_EQ(send(slow, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  // Meanwhile, others are answered at once.
+  const auto start = std::chrono::steady_clock::now();
+  const std::string good = Json{{"inputs", {std::vector<int>(784, 9)}}}.dump();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(post(running, "/v1/predict", good).status, 200);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.8);
+  // After the timeout the stalled request is refused as unreadable, and its connection closed.
+  timeval wait{.tv_sec = 5, .tv_usec = 0};
+  setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  std::string answer;
+  char buffer[512];
+  for (ssize_t got; (got = recv(slow, buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, static_cast<size_t>(got));
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+  EXPECT_TRUE(contains(answer, "the request could not be read")) << answer;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 6.0);
+  close(slow);
+  // A stream abandoned after its first event: the next request is served.
+  const int leaving = connect_raw();
+  const std::string body = Json{{"prompt", "x"}, {"max_tokens", 30}, {"stream", true}}.dump();
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(leaving, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  ASSERT_GT(recv(leaving, buffer, sizeof buffer, 0), 0);
+  close(leaving);
+  EXPECT_EQ(post(running, "/v1/completions", Json{{"prompt", "y"}, {"max_tokens", 3}}.dump()).status, 200);
 }
 
 TEST(Serve, AFullQueueAnswers503WithRetryAfter) {
