@@ -62,6 +62,47 @@ TEST(Generate, SequencesDecodedTogetherGetTheLogitsEachGetsAlone) {
                        "one token per cache"));
 }
 
+// The same step with the sequences in slots of one cache (continuous batching's layout): one
+// decode_attention call per layer instead of attention per sequence, the same logits.
+TEST(Generate, SequencesInSlotsOfOneCacheGetTheLogitsEachGetsAlone) {
+  std::shared_ptr<nn::GPT> model = peaked_gpt();
+  NoGradGuard no_grad;
+  const std::vector<std::vector<int64_t>> prompts = {{3, 17, 17}, {5}, {40, 8, 1, 9, 2, 2, 30}};
+  const std::vector<int64_t> next = {4, 50, 0}, slot_of = {2, 0, 3};
+  const nn::KVCache shared = model->make_kv_cache(4);
+  std::vector<nn::KVCache> slots, alone;
+  std::vector<std::vector<float>> expected;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    slots.push_back(shared.slot(slot_of[i]));
+    alone.push_back(model->make_kv_cache(1));
+    const Tensor prompt = Tensor::from_vector(prompts[i], {1, static_cast<int64_t>(prompts[i].size())});
+    (*model)(prompt, slots.back());
+    (*model)(prompt, alone.back());
+    expected.push_back((*model)(Tensor::from_vector(std::vector<int64_t>{next[i]}, {1, 1}), alone[i]).to_vector<float>());
+  }
+  nn::KVCaches caches;
+  for (nn::KVCache& c : slots) caches.push_back(&c);
+  // Two steps: the second reads the keys the first wrote into the slots.
+  for (int step = 0; step < 2; ++step) {
+    const Tensor logits = (*model)(Tensor::from_vector(next, {3, 1}), caches);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<float> got = logits.select(0, static_cast<int64_t>(i)).to_vector<float>();
+      for (size_t v = 0; v < got.size(); ++v)
+        EXPECT_NEAR(got[v], expected[i][v], 1e-4 * (1 + std::abs(expected[i][v]))) << "step " << step << ", sequence " << i;
+      if (step == 0)
+        expected[i] = (*model)(Tensor::from_vector(std::vector<int64_t>{next[i]}, {1, 1}), alone[i]).to_vector<float>();
+    }
+  }
+  EXPECT_EQ(slots[1].length(), 3);
+  EXPECT_EQ(slots[2].slot_index(), 3);
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { shared.slot(0).slot(0); }), "no slots of its own"));
+  nn::KVCache again = shared.slot(2);
+  again.advance(3);
+  caches[1] = &again;  // slot 2 twice
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { (*model)(Tensor::from_vector(next, {3, 1}), caches); }),
+                       "taken twice"));
+}
+
 TEST(Generate, GreedyWithTheCacheEqualsRecomputingTheWholeSequence) {
   std::shared_ptr<nn::GPT> model = peaked_gpt();
   const nn::GenerateOptions cached{.max_tokens = 30, .temperature = 0};

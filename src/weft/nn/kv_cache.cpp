@@ -10,6 +10,22 @@ KVCache::KVCache(int64_t layers, int64_t batch, int64_t heads, int64_t capacity,
     keys_.push_back(Tensor::empty({batch, heads, capacity, head_dim}, dtype));
     values_.push_back(Tensor::empty({batch, heads, capacity, head_dim}, dtype));
   }
+  shared_keys_ = keys_;
+  shared_values_ = values_;
+}
+
+KVCache KVCache::slot(int64_t row) const {
+  WEFT_CHECK(slot_ < 0, ValueError, "KVCache: a slot has no slots of its own");
+  WEFT_CHECK(row >= 0 && row < batch(), IndexError, "KVCache: slot ", row, " of ", batch());
+  KVCache s;
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    s.keys_.push_back(keys_[l].narrow(0, row, 1));
+    s.values_.push_back(values_[l].narrow(0, row, 1));
+  }
+  s.shared_keys_ = keys_;
+  s.shared_values_ = values_;
+  s.slot_ = row;
+  return s;
 }
 
 std::pair<Tensor, Tensor> KVCache::append(int64_t layer, const Tensor& k, const Tensor& v) {

@@ -36,13 +36,26 @@ class KVCache {
   void advance(int64_t T);
   void clear() { length_ = 0; }
 
+  // Continuous batching's shared storage: each batch row of this cache a slot, one sequence's.
+  // slot(row) is an empty cache of batch 1 over that row's storage: what it appends lands in this
+  // cache's tensors, where one decode_attention call (ops/attention.h) reads every slot at once.
+  KVCache slot(int64_t row) const;
+  int64_t slot_index() const { return slot_; }  // -1 for a cache that is not a slot
+  // The storage a slot is a row of (a cache's own tensors otherwise), by layer.
+  const Tensor& shared_keys(int64_t layer) const { return shared_keys_[static_cast<size_t>(layer)]; }
+  const Tensor& shared_values(int64_t layer) const { return shared_values_[static_cast<size_t>(layer)]; }
+
  private:
+  KVCache() = default;
   std::vector<Tensor> keys_, values_;  // one per layer
+  std::vector<Tensor> shared_keys_, shared_values_;
   int64_t length_ = 0;
+  int64_t slot_ = -1;
 };
 
 // Continuous batching (serve/): B sequences decoded together, each with its own cache of batch 1
 // at its own length, so that one may join or leave between steps without touching the others.
+// When they are all slots of one cache (KVCache::slot), attention takes them in one call.
 using KVCaches = std::vector<KVCache*>;
 
 }  // namespace weft::nn

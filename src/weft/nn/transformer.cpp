@@ -17,6 +17,20 @@ MultiheadAttention::MultiheadAttention(int64_t dim, int64_t num_heads, double dr
 
 Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x, nullptr, nullptr, 0); }
 
+namespace {
+
+// Whether the caches are all slots of one f32 cache (KVCache::slot), which decode_attention reads at once.
+bool slots_of_one_cache(const KVCaches& caches, int64_t layer, DType dtype) {
+  if (caches.empty() || dtype != DType::f32) return false;
+  const Tensor& storage = caches.front()->shared_keys(layer);
+  if (storage.dtype() != DType::f32) return false;
+  for (const KVCache* c : caches)
+    if (c->slot_index() < 0 || c->shared_keys(layer).data_ptr() != storage.data_ptr()) return false;
+  return true;
+}
+
+}  // namespace
+
 Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, int64_t layer) {
   return attend(x, &cache, nullptr, layer);
 }
@@ -44,7 +58,18 @@ Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, const KVCache
   std::vector<Tensor> qkv = split(fused, width, 2);
   for (Tensor& t : qkv) t = t.view({B, T, heads, head_dim}).transpose(1, 2);
   Tensor y;
-  if (caches) {  // one position per sequence, each over its own cache
+  if (caches && slots_of_one_cache(*caches, layer, qkv[0].dtype())) {  // one call for every sequence
+    WEFT_CHECK(T == 1 && static_cast<int64_t>(caches->size()) == B, ShapeError, "MultiheadAttention: ", caches->size(),
+               " caches for x ", shape_str(x.shape()), "; one new position per cache, [", caches->size(), ", 1, ", dim,
+               "]");
+    std::vector<int64_t> slots, lengths;
+    for (const KVCache* c : *caches) {
+      slots.push_back(c->slot_index());
+      lengths.push_back(c->length());
+    }
+    const KVCache& shared = *caches->front();
+    y = decode_attention(qkv[0], qkv[1], qkv[2], shared.shared_keys(layer), shared.shared_values(layer), slots, lengths);
+  } else if (caches) {  // one position per sequence, each over its own cache
     WEFT_CHECK(T == 1 && static_cast<int64_t>(caches->size()) == B, ShapeError, "MultiheadAttention: ", caches->size(),
                " caches for x ", shape_str(x.shape()), "; one new position per cache, [", caches->size(), ", 1, ", dim,
                "]");

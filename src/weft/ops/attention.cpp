@@ -81,4 +81,12 @@ Tensor scaled_dot_product_attention_composed(const Tensor& q, const Tensor& k, c
   return matmul(softmax(scores, -1), v);
 }
 
+Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, const Tensor& k_cache,
+                        const Tensor& v_cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& lengths) {
+  WEFT_CHECK(!q.requires_grad() && !k_new.requires_grad() && !v_new.requires_grad(), ValueError,
+             "decode_attention: inference only (run it under NoGradGuard)");
+  monitor::OpScope scope("decode_attention", {q, k_new, v_new});
+  return cpu::decode_attention(q, k_new, v_new, k_cache, v_cache, slots, lengths, resolved_scale(q, 0));
+}
+
 }  // namespace weft

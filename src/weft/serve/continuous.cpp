@@ -19,7 +19,7 @@ std::vector<float> last_logits(const Tensor& logits, int64_t row) {
 
 struct ContinuousBatcher::Running {
   Generation request;
-  nn::KVCache cache;
+  nn::KVCache cache;      // a slot of the batcher's shared cache
   Generator generator;
   int64_t last = 0;       // the token drawn last: the next step's input
   int64_t produced = 0;
@@ -62,7 +62,16 @@ int64_t ContinuousBatcher::queue_depth() const {
 void ContinuousBatcher::loop() {
   if (options_.threads > 0) set_num_threads(options_.threads);
   NoGradGuard no_grad;
+  // Every running sequence's keys and values, a slot each, allocated once: decode_attention reads
+  // them all in one call per layer.
+  const nn::KVCache shared = model_.make_kv_cache(options_.max_batch);
+  std::vector<int64_t> free_slots;
+  for (int64_t s = options_.max_batch - 1; s >= 0; --s) free_slots.push_back(s);
   std::vector<std::unique_ptr<Running>> running;
+  auto finish = [&](Running& r, const std::string& error) {
+    free_slots.push_back(r.cache.slot_index());
+    r.request.on_done(error);
+  };
   // Tells a sequence its token; true while it goes on.
   auto draw = [](Running& r, const std::vector<float>& logits) {
     r.last = nn::sample_token(logits, r.request.options, r.generator);
@@ -88,13 +97,21 @@ void ContinuousBatcher::loop() {
           on_done("");
           continue;
         }
-        auto r = std::make_unique<Running>(Running{std::move(g), model_.make_kv_cache(1), Generator(0), 0, 0});
+        auto r = std::make_unique<Running>(Running{std::move(g), shared.slot(free_slots.back()), Generator(0), 0, 0});
+        free_slots.pop_back();
         r->generator = Generator(r->request.options.seed);
         const Tensor prompt = Tensor::from_vector(r->request.prompt, {1, static_cast<int64_t>(r->request.prompt.size())});
-        if (draw(*r, last_logits(model_(prompt, r->cache), 0)))
+        std::vector<float> logits;
+        try {
+          logits = last_logits(model_(prompt, r->cache), 0);
+        } catch (...) {
+          free_slots.push_back(r->cache.slot_index());
+          throw;
+        }
+        if (draw(*r, logits))
           running.push_back(std::move(r));
         else
-          r->request.on_done("");
+          finish(*r, "");
       } catch (const std::exception& e) {
         on_done(e.what());
       }
@@ -117,11 +134,11 @@ void ContinuousBatcher::loop() {
         if (draw(r, last_logits(logits, b)))
           going_on.push_back(std::move(running[static_cast<size_t>(b)]));
         else
-          r.request.on_done("");
+          finish(r, "");
       }
       running = std::move(going_on);
     } catch (const std::exception& e) {
-      for (auto& r : running) r->request.on_done(e.what());
+      for (auto& r : running) finish(*r, e.what());
       running.clear();
     }
   }

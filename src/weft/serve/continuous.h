@@ -7,7 +7,8 @@
 // One step: the requests waiting are admitted, up to `max_batch` sequences in all, each with a
 // forward over its prompt (prefill) that draws its first token; then one forward over every
 // running sequence's last token (GPT::forward with KVCaches: the layers' GEMMs take all the rows
-// at once, attention runs per sequence) draws each one's next. A sequence draws its tokens as
+// at once, and attention one decode_attention call over the sequences' slots of one KV cache,
+// allocated at the start for max_batch sequences of the whole context) draws each one's next. A sequence draws its tokens as
 // nn::generate would, with its own options and its own Generator seeded by its seed, so a request
 // alone gets generate's tokens exactly; in company, the same to the rounding of a GEMM over more
 // rows. The model's thread is the batcher's own (serve/batcher.h says why).

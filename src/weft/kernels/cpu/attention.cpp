@@ -437,6 +437,71 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
   return f;
 }
 
+Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, const Tensor& k_cache,
+                        const Tensor& v_cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& lengths,
+                        double scale) {
+  WEFT_CHECK(q.dim() == 4 && q.size(2) == 1 && k_new.shape() == q.shape() && v_new.shape() == q.shape() &&
+                 k_cache.dim() == 4 && k_cache.shape() == v_cache.shape() && k_cache.size(1) == q.size(1) &&
+                 k_cache.size(3) == q.size(3) && k_cache.is_contiguous() && v_cache.is_contiguous(),
+             ShapeError, "decode_attention: expected q, k_new, v_new [B, H, 1, D] and contiguous caches [S, H, capacity, "
+             "D], got ", shape_str(q.shape()), " and ", shape_str(k_cache.shape()));
+  WEFT_CHECK(q.dtype() == DType::f32 && k_new.dtype() == DType::f32 && v_new.dtype() == DType::f32 &&
+                 k_cache.dtype() == DType::f32 && v_cache.dtype() == DType::f32,
+             DTypeError, "decode_attention: f32 only");
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(3), S = k_cache.size(0), capacity = k_cache.size(2);
+  WEFT_CHECK(static_cast<int64_t>(slots.size()) == B && static_cast<int64_t>(lengths.size()) == B, ValueError,
+             "decode_attention: ", slots.size(), " slots and ", lengths.size(), " lengths for ", B, " sequences");
+  std::vector<bool> used(static_cast<size_t>(S), false);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t slot = slots[static_cast<size_t>(b)], length = lengths[static_cast<size_t>(b)];
+    WEFT_CHECK(slot >= 0 && slot < S && !used[static_cast<size_t>(slot)], ValueError, "decode_attention: slot ", slot,
+               " is out of 0..", S - 1, " or taken twice");
+    WEFT_CHECK(length >= 0 && length < capacity, ShapeError, "decode_attention: a sequence of ", length,
+               " positions has no room left in a cache of ", capacity);
+    used[static_cast<size_t>(slot)] = true;
+  }
+  Tensor out = Tensor::empty({B, H, 1, D}, DType::f32);
+  const float *pq = q.data<float>(), *pk = k_new.data<float>(), *pv = v_new.data<float>();
+  float *kc = k_cache.data<float>(), *vc = v_cache.data<float>(), *po = out.data<float>();
+  const std::vector<int64_t>&sq = q.strides(), &sk = k_new.strides(), &sv = v_new.strides();
+  int64_t work = 0;
+  for (int64_t length : lengths) work += (length + 1) * H * D;
+  parallel_for(B * H, work >= kParallelGrain, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores, query;
+    query.resize(static_cast<size_t>(D));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / H, h = task % H, length = lengths[static_cast<size_t>(b)];
+      float* keys = kc + (slots[static_cast<size_t>(b)] * H + h) * capacity * D;
+      float* values = vc + (slots[static_cast<size_t>(b)] * H + h) * capacity * D;
+      for (int64_t d = 0; d < D; ++d) {  // the new position into the cache, the query beside
+        keys[length * D + d] = pk[b * sk[0] + h * sk[1] + d * sk[3]];
+        values[length * D + d] = pv[b * sv[0] + h * sv[1] + d * sv[3]];
+        query[static_cast<size_t>(d)] = pq[b * sq[0] + h * sq[1] + d * sq[3]];
+      }
+      const float* qd = query.data();
+      scores.resize(static_cast<size_t>(length + 1));
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j <= length; ++j) {
+        const float* key = keys + j * D;
+        float dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t d = 0; d < D; ++d) dot += qd[d] * key[d];
+        scores[static_cast<size_t>(j)] = dot * static_cast<float>(scale);
+        top = std::max(top, scores[static_cast<size_t>(j)]);
+      }
+      float sum = 0;
+      for (float& s : scores) sum += (s = std::exp(s - top));
+      float* o = po + task * D;
+      std::fill(o, o + D, 0.0f);
+      for (int64_t j = 0; j <= length; ++j) {
+        const float p = scores[static_cast<size_t>(j)] / sum;
+        for (int64_t d = 0; d < D; ++d) o[d] += p * values[j * D + d];
+      }
+    }
+  });
+  return out;
+}
+
 AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, bool causal, double scale) {
   const Problem p = check(q, k, v, causal, "attention_backward");

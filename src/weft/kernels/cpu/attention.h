@@ -35,6 +35,8 @@
 // reference:: are plain f64 loops over whole rows (materialising each row's probabilities), the
 // definition the tests hold the fused kernels to.
 #pragma once
+#include <vector>
+
 #include "weft/core/tensor.h"
 
 namespace weft::cpu {
@@ -51,6 +53,18 @@ struct AttentionGrads {
 // grad_out has out's shape and dtype; out and lse are attention_forward's.
 AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, bool causal, double scale);
+
+// One decoding step of B sequences whose keys and values sit in slots of shared caches (continuous
+// batching, nn/kv_cache.h): for each b, k_new[b] and v_new[b] ([H, 1, D]) are written at position
+// lengths[b] of slot slots[b] of k_cache and v_cache ([S, H, capacity, D], contiguous), and q[b]
+// attends to that slot's positions 0 .. lengths[b] (itself last): out [B, H, 1, D] = softmax(q k^T
+// * scale) v. One call for the whole step, where attention per sequence would be a handful of ops
+// for each. q, k_new, v_new are read through their strides. f32 only; a length past the capacity,
+// a slot out of range or used twice → ValueError / ShapeError. The plain loops are the reference:
+// tested against the per-sequence scaled_dot_product_attention.
+Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, const Tensor& k_cache,
+                        const Tensor& v_cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& lengths,
+                        double scale);
 
 namespace reference {
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
