@@ -128,10 +128,14 @@ void ContinuousBatcher::loop() {
       }
       const Tensor logits = model_(Tensor::from_vector(tokens, {batch, 1}), caches);
       if (on_step_) on_step_(batch);
+      // Every row's logits [B, 1, vocab] read out at once, then cut per sequence.
+      const std::vector<float> all = logits.contiguous().to_vector<float>();
+      const auto vocab = static_cast<size_t>(logits.size(2));
       std::vector<std::unique_ptr<Running>> going_on;
       for (int64_t b = 0; b < batch; ++b) {
         Running& r = *running[static_cast<size_t>(b)];
-        if (draw(r, last_logits(logits, b)))
+        const auto row = all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * vocab);
+        if (draw(r, std::vector<float>(row, row + static_cast<std::ptrdiff_t>(vocab))))
           going_on.push_back(std::move(running[static_cast<size_t>(b)]));
         else
           finish(r, "");
