@@ -151,8 +151,8 @@ TEST_F(CliTest, QuantizePrintsTheSizeRatioAndEvalRunsTheQuantizedModel) {
   EXPECT_TRUE(contains(q4.output, "\"quantization\":\"int4-weight-only\"")) << q4.output;
 }
 
-// The normalisation travels with the checkpoint: train saves it, quantize carries it over, eval
-// applies it; a checkpoint from before it was saved gets the data set's and a note saying so.
+// The normalisation (and the test set's class distribution) travels with the checkpoint: train
+// saves it, quantize carries it over, eval applies it; a checkpoint from before it was saved gets the data set's and a note saying so.
 TEST_F(CliTest, NormalisationTravelsFromTrainThroughQuantizeToEval) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
   Outcome t = weft_cli("train --model mlp --epochs 1 --limit-train-batches 2 --threads 2 --out " + path("run"));
@@ -166,6 +166,11 @@ TEST_F(CliTest, NormalisationTravelsFromTrainThroughQuantizeToEval) {
   EXPECT_FALSE(contains(q.output, "no saved normalisation")) << q.output;
   EXPECT_EQ(io::read_safetensors_header(path("q.safetensors")).metadata["weft.normalization"],
             metadata["weft.normalization"]);
+  // So does the test set's class distribution (the server's drift gauge compares with it):
+  // Fashion-MNIST's test set has 1,000 images of each class.
+  EXPECT_EQ(nlohmann::json::parse(metadata["weft.class_distribution"]), nlohmann::json(std::vector<double>(10, 0.1)));
+  EXPECT_EQ(io::read_safetensors_header(path("q.safetensors")).metadata["weft.class_distribution"],
+            metadata["weft.class_distribution"]);
   for (const std::string& checkpoint : {path("run"), path("q.safetensors")}) {
     Outcome e = weft_cli("eval --json --threads 2 --checkpoint " + checkpoint);
     ASSERT_EQ(e.status, 0) << e.output;

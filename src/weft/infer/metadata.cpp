@@ -82,13 +82,15 @@ Metadata classifier_metadata(const std::string& dataset, const data::Normalizati
 }
 
 Metadata class_distribution_metadata(const Tensor& labels, int64_t classes) {
-  std::vector<double> fractions(static_cast<size_t>(classes), 0.0);
+  std::vector<int64_t> counts(static_cast<size_t>(classes), 0);
   const std::vector<int64_t> ids = labels.contiguous().to_vector<int64_t>();
   for (int64_t id : ids) {
     WEFT_CHECK(id >= 0 && id < classes, IndexError, "class_distribution_metadata: label ", id, " outside 0..",
                classes - 1);
-    fractions[static_cast<size_t>(id)] += 1.0 / static_cast<double>(ids.size());
+    ++counts[static_cast<size_t>(id)];
   }
+  std::vector<double> fractions;
+  for (int64_t count : counts) fractions.push_back(static_cast<double>(count) / static_cast<double>(ids.size()));
   return class_distribution_metadata(fractions);
 }
 
