@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <future>
@@ -382,10 +383,19 @@ TEST(Serve, MetricsPassPromtoolAndCountWhatHappened) {
   ASSERT_EQ(post(running, "/v1/predict", "{").status, 400);
   ASSERT_EQ(post(running, "/v1/completions", Json{{"prompt", "hi"}, {"max_tokens", 5}}.dump()).status, 200);
   ASSERT_EQ(running.client().Get("/nowhere")->status, 404);
-  const std::string metrics = running.client().Get("/metrics")->body;
-  EXPECT_TRUE(contains(metrics, "weft_requests_total{route=\"/v1/predict\",status=\"200\"} 1")) << metrics;
-  EXPECT_TRUE(contains(metrics, "weft_requests_total{route=\"/v1/predict\",status=\"400\"} 1")) << metrics;
-  EXPECT_TRUE(contains(metrics, "weft_requests_total{route=\"other\",status=\"404\"} 1")) << metrics;
+  // A request is counted once its answer is written, which its client may read first: the scrape
+  // waits until the last one is in.
+  const std::vector<std::string> counted = {"weft_requests_total{route=\"/v1/predict\",status=\"200\"} 1",
+                                            "weft_requests_total{route=\"/v1/predict\",status=\"400\"} 1",
+                                            "weft_requests_total{route=\"other\",status=\"404\"} 1"};
+  std::string metrics;
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    metrics = running.client().Get("/metrics")->body;
+    if (std::all_of(counted.begin(), counted.end(), [&](const std::string& line) { return contains(metrics, line); }))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const std::string& line : counted) EXPECT_TRUE(contains(metrics, line)) << metrics;
   EXPECT_TRUE(contains(metrics, "weft_generated_tokens_total{model=\"gpt\"} 5")) << metrics;
   EXPECT_TRUE(contains(metrics, "weft_batch_size_sum{model=\"mlp\"} 4")) << metrics;
   EXPECT_TRUE(contains(metrics, "weft_queue_depth{model=\"mlp\"} 0")) << metrics;
