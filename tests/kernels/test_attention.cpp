@@ -130,6 +130,30 @@ TEST(AttentionKernel, SameBitsOnAnyThreadCount) {
   EXPECT_EQ(run(1), run(3));
 }
 
+// A decode step against the f64 reference, one sequence and head at a time over the positions its
+// slot held plus the new one: head sizes of one vector, a vector and a masked part, and four and a
+// bit; sequences at no, a few and nearly a whole cache's positions, in slots out of order.
+TEST(AttentionKernel, DecodeStepMatchesReferencePerSequence) {
+  for (const int64_t D : {16, 20, 70}) {
+    const int64_t B = 3, H = 2, S = 4, capacity = 16;
+    const std::vector<int64_t> slots = {1, 3, 0}, lengths = {0, 5, 15};
+    Tensor q = randn({B, H, 1, D}, 1, DType::f32), k_new = randn({B, H, 1, D}, 2, DType::f32),
+           v_new = randn({B, H, 1, D}, 3, DType::f32);
+    Tensor k_cache = randn({S, H, capacity, D}, 4, DType::f32), v_cache = randn({S, H, capacity, D}, 5, DType::f32);
+    const double scale = 1 / std::sqrt(static_cast<double>(D));
+    const Tensor out = cpu::decode_attention(q, k_new, v_new, k_cache, v_cache, slots, lengths, scale);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = lengths[static_cast<size_t>(b)] + 1;
+      const Tensor keys = k_cache.select(0, slots[static_cast<size_t>(b)]).narrow(1, 0, n).unsqueeze(0);
+      const Tensor values = v_cache.select(0, slots[static_cast<size_t>(b)]).narrow(1, 0, n).unsqueeze(0);
+      expect_close(keys.narrow(2, n - 1, 1), k_new.narrow(0, b, 1), 0, 0, "the new key in its slot");
+      expect_close(values.narrow(2, n - 1, 1), v_new.narrow(0, b, 1), 0, 0, "the new value in its slot");
+      const Tensor expected = cpu::reference::attention_forward(q.narrow(0, b, 1), keys, values, false, scale).out;
+      expect_close(out.narrow(0, b, 1), expected, 1e-5, 1e-6, "decode step");
+    }
+  }
+}
+
 TEST(AttentionKernel, RejectsBadInputs) {
   Tensor q = randn({1, 2, 3, 4}, 1, DType::f32);
   EXPECT_THROW(cpu::attention_forward(q, randn({1, 3, 3, 4}, 2, DType::f32), q, false, 1), ShapeError);

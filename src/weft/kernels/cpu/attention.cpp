@@ -437,6 +437,54 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
   return f;
 }
 
+namespace {
+
+// One query against n keys and values (rows of D floats): out = softmax(keys query * scale) values,
+// with scores as scratch for the n probabilities. A decode step's products are a row at a time, too
+// thin for add_product's tiles; with AVX-512 each row is whole vectors (masked at D's end), which
+// keeps the dot's sum and the output's accumulators in registers where the plain loops went
+// through memory for every key.
+void attend(const float* query, const float* keys, const float* values, int64_t n, int64_t D, float scale,
+            float* scores, float* out) {
+#ifdef __AVX512F__
+  for (int64_t j = 0; j < n; ++j) {
+    __m512 dot = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; d += kLanes) {
+      const __mmask16 live = first_lanes(D - d);
+      dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, query + d), _mm512_maskz_loadu_ps(live, keys + j * D + d), dot);
+    }
+    scores[j] = _mm512_reduce_add_ps(dot) * scale;
+  }
+#else
+  for (int64_t j = 0; j < n; ++j) {
+    float dot = 0;
+    for (int64_t d = 0; d < D; ++d) dot += query[d] * keys[j * D + d];
+    scores[j] = dot * scale;
+  }
+#endif
+  const float top = *std::max_element(scores, scores + n);
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) sum += (scores[j] = fast_exp(scores[j] - top));
+#ifdef __AVX512F__
+  for (int64_t d = 0; d < D; d += kLanes) {
+    const __mmask16 live = first_lanes(D - d);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; ++j)
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_maskz_loadu_ps(live, values + j * D + d), acc);
+    _mm512_mask_storeu_ps(out + d, live, _mm512_div_ps(acc, _mm512_set1_ps(sum)));
+  }
+#else
+  for (int64_t d = 0; d < D; ++d) {
+    float acc = 0;
+    for (int64_t j = 0; j < n; ++j) acc += scores[j] * values[j * D + d];
+    out[d] = acc / sum;
+  }
+#endif
+}
+
+}  // namespace
+
 Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, const Tensor& k_cache,
                         const Tensor& v_cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& lengths,
                         double scale) {
@@ -478,25 +526,8 @@ Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_ne
         values[length * D + d] = pv[b * sv[0] + h * sv[1] + d * sv[3]];
         query[static_cast<size_t>(d)] = pq[b * sq[0] + h * sq[1] + d * sq[3]];
       }
-      const float* qd = query.data();
       scores.resize(static_cast<size_t>(length + 1));
-      float top = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j <= length; ++j) {
-        const float* key = keys + j * D;
-        float dot = 0;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t d = 0; d < D; ++d) dot += qd[d] * key[d];
-        scores[static_cast<size_t>(j)] = dot * static_cast<float>(scale);
-        top = std::max(top, scores[static_cast<size_t>(j)]);
-      }
-      float sum = 0;
-      for (float& s : scores) sum += (s = std::exp(s - top));
-      float* o = po + task * D;
-      std::fill(o, o + D, 0.0f);
-      for (int64_t j = 0; j <= length; ++j) {
-        const float p = scores[static_cast<size_t>(j)] / sum;
-        for (int64_t d = 0; d < D; ++d) o[d] += p * values[j * D + d];
-      }
+      attend(query.data(), keys, values, length + 1, D, static_cast<float>(scale), scores.data(), po + task * D);
     }
   });
   return out;

@@ -59,9 +59,10 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
 // lengths[b] of slot slots[b] of k_cache and v_cache ([S, H, capacity, D], contiguous), and q[b]
 // attends to that slot's positions 0 .. lengths[b] (itself last): out [B, H, 1, D] = softmax(q k^T
 // * scale) v. One call for the whole step, where attention per sequence would be a handful of ops
-// for each. q, k_new, v_new are read through their strides. f32 only; a length past the capacity,
-// a slot out of range or used twice → ValueError / ShapeError. The plain loops are the reference:
-// tested against the per-sequence scaled_dot_product_attention.
+// for each. q, k_new, v_new are read through their strides. f32 only, the exponentials as fast_exp
+// (as the forward's f32 tiles); a length past the capacity,
+// a slot out of range or used twice → ValueError / ShapeError. Rows are AVX-512 vectors on an
+// AVX-512 build, plain loops otherwise; tested against the per-sequence scaled_dot_product_attention.
 Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, const Tensor& k_cache,
                         const Tensor& v_cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& lengths,
                         double scale);
