@@ -33,20 +33,27 @@ int64_t sample_token(const std::vector<float>& logits, const GenerateOptions& op
   const int64_t vocab = options.vocab_limit > 0 ? std::min<int64_t>(options.vocab_limit, std::ssize(logits))
                                                 : std::ssize(logits);
   WEFT_CHECK(vocab > 0, ValueError, "sample_token: no logits to sample from");
-  // Candidates most likely first, the lower id first among equals.
-  std::vector<int64_t> ids(static_cast<size_t>(vocab));
-  std::iota(ids.begin(), ids.end(), 0);
+  // More likely first, the lower id first among equals: a total order, so top_k keeps the same
+  // tokens on every machine.
   auto more_likely = [&](int64_t a, int64_t b) {
     return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
            (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
   };
+  std::vector<int64_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
   if (options.temperature == 0) return *std::min_element(ids.begin(), ids.end(), more_likely);
+  // The kept candidates are drawn from in id order: any fixed order draws each with its softmax
+  // weight, and none needs the whole vocabulary sorted (the most a decode step spent per token).
   const int64_t kept = options.top_k > 0 ? std::min(options.top_k, vocab) : vocab;
-  std::partial_sort(ids.begin(), ids.begin() + kept, ids.end(), more_likely);
-  ids.resize(static_cast<size_t>(kept));
+  if (kept < vocab) {
+    std::nth_element(ids.begin(), ids.begin() + kept - 1, ids.end(), more_likely);
+    ids.resize(static_cast<size_t>(kept));
+    std::sort(ids.begin(), ids.end());
+  }
 
   // softmax(logits / temperature) over the kept ids, shifted by the largest for range.
-  const double top = logits[static_cast<size_t>(ids[0])];
+  double top = -INFINITY;
+  for (int64_t id : ids) top = std::max<double>(top, logits[static_cast<size_t>(id)]);
   std::vector<double> weights(ids.size());
   double total = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
