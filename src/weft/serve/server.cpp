@@ -48,15 +48,45 @@ struct TokenStream {
   std::atomic<bool> cancelled{false};  // the client went away: stop generating
 };
 
-Json parse_body(const httplib::Request& req) {
+Json parse_body(const httplib::Request& req, Json::parser_callback_t on_value = nullptr) {
   try {
-    Json body = Json::parse(req.body);
+    Json body = Json::parse(req.body, std::move(on_value));
     if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
     return body;
   } catch (const Json::parse_error& e) {
     throw HttpError(400, str("malformed JSON: ", e.what()));
   }
 }
+
+// The pixels of a predict request's "inputs", taken out of the JSON as the parser reads them: a
+// batch of images held as a JSON tree is a 16-byte node and more per pixel, and building and
+// freeing that tree cost more than the model's forward at --max-batch 32. The images' arrays stay
+// in the tree, empty, so the body's shape is checked as any other.
+struct PixelReader {
+  std::vector<uint8_t> values;       // every valid pixel, image after image
+  std::vector<int64_t> counts;       // per array (or object) in "inputs": the values it held
+  int64_t first_bad_image = -1;      // the first image holding something not a pixel
+  std::string first_bad;             // that thing, as JSON
+
+  Json::parser_callback_t callback() {
+    return [this, in_inputs = false](int depth, Json::parse_event_t event, Json& parsed) mutable {
+      using E = Json::parse_event_t;
+      if (depth == 1 && event == E::key) in_inputs = parsed == "inputs";
+      if (!in_inputs) return true;
+      if (depth == 2 && (event == E::array_start || event == E::object_start)) counts.push_back(0);
+      if (depth != 3 || event == E::array_start || event == E::object_start || event == E::key) return true;
+      ++counts.back();
+      const double x = parsed.is_number() ? parsed.get<double>() : NAN;
+      if (x >= 0 && x <= 255 && x == std::floor(x)) {
+        values.push_back(static_cast<uint8_t>(x));
+      } else if (first_bad_image < 0) {
+        first_bad_image = static_cast<int64_t>(counts.size()) - 1;
+        first_bad = parsed.dump();
+      }
+      return false;  // not kept in the tree
+    };
+  }
+};
 
 // body[key] as an integer in [min, max], or `fallback` when absent.
 int64_t integer_field(const Json& body, const char* key, int64_t fallback, int64_t min, int64_t max) {
@@ -296,29 +326,26 @@ void Server::add_routes() {
   });
 
   http_->Post("/v1/predict", guarded([this, model_for](const httplib::Request& req, httplib::Response& res) {
-    const Json body = parse_body(req);
+    PixelReader pixels;
+    const Json body = parse_body(req, pixels.callback());
     Model& m = model_for(body, false);
     const int64_t classes = static_cast<int64_t>(m.loaded.labels.size());
     const int64_t top_k = integer_field(body, "top_k", std::min<int64_t>(3, classes), 1, classes);
     if (!body.contains("inputs") || !body["inputs"].is_array() || body["inputs"].empty())
       throw HttpError(400, "\"inputs\" must be a non-empty array of images, each an array of pixel values");
     const Json& inputs = body["inputs"];
-    const int64_t pixels = numel(m.loaded.input_shape), n = static_cast<int64_t>(inputs.size());
-    std::vector<uint8_t> values;
-    values.reserve(static_cast<size_t>(n * pixels));
+    const int64_t per_image = numel(m.loaded.input_shape), n = static_cast<int64_t>(inputs.size());
     for (int64_t i = 0; i < n; ++i) {
       const Json& image = inputs[static_cast<size_t>(i)];
-      if (!image.is_array() || static_cast<int64_t>(image.size()) != pixels)
-        throw HttpError(400, str("inputs[", i, "] must be an array of ", pixels, " pixel values (",
+      const int64_t count = image.is_array() ? pixels.counts[static_cast<size_t>(i)] : -1;
+      if (count != per_image)
+        throw HttpError(400, str("inputs[", i, "] must be an array of ", per_image, " pixel values (",
                                  shape_str(m.loaded.input_shape), " flattened), got ",
-                                 image.is_array() ? str(image.size(), " values") : std::string(image.type_name())));
-      for (const Json& v : image) {
-        const double x = v.is_number() ? v.get<double>() : NAN;
-        if (!(x >= 0 && x <= 255 && x == std::floor(x)))
-          throw HttpError(400, str("inputs[", i, "] holds ", v.dump(), ": pixels are integers from 0 to 255"));
-        values.push_back(static_cast<uint8_t>(x));
-      }
+                                 image.is_array() ? str(count, " values") : std::string(image.type_name())));
+      if (pixels.first_bad_image == i)
+        throw HttpError(400, str("inputs[", i, "] holds ", pixels.first_bad, ": pixels are integers from 0 to 255"));
     }
+    const std::vector<uint8_t>& values = pixels.values;
     Shape shape = m.loaded.input_shape;
     shape.insert(shape.begin(), n);
     const Tensor probabilities =
