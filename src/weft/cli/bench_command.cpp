@@ -5,6 +5,9 @@
 // all-gather and reduce-scatter (n - 1) / n x algbw. Bytes are the whole buffer: all-reduce's
 // tensor, all-gather's output, reduce-scatter's input. All-reduce runs twice per size: MPI's own
 // MPI_Allreduce and weft's Ring-AllReduce on send/recv (dist/process_group.h). f32 elements.
+//
+// `weft bench hierarchy`: the memory hierarchy measured (monitor/hierarchy.h): latency and read
+// bandwidth by working set, the levels found beside the OS's cache sizes, and the hierarchy table.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,6 +20,7 @@
 #include "weft/core/allocator.h"
 #include "weft/dist/process_group.h"
 #include "weft/dist/world.h"
+#include "weft/monitor/hierarchy.h"
 
 namespace weft::cli {
 
@@ -119,10 +123,114 @@ void bench_comm(const CommOptions& o) {
   }
 }
 
+struct HierarchyCliOptions {
+  monitor::HierarchyOptions measure;
+  bool json = false;
+};
+
+// 4096 -> "4 KiB", 266240 KiB -> "260 MiB"; a size that is no whole number of its largest unit as
+// format_bytes has it.
+std::string size_text(int64_t bytes) {
+  for (auto [shift, unit] : {std::pair{30, "GiB"}, std::pair{20, "MiB"}, std::pair{10, "KiB"}}) {
+    if (bytes < int64_t{1} << shift) continue;
+    if (bytes % (int64_t{1} << shift) != 0) break;
+    return std::to_string(bytes >> shift) + " " + unit;
+  }
+  return format_bytes(bytes);
+}
+
+nlohmann::json point_json(const monitor::HierarchyPoint& p) {
+  return {{"bytes", p.bytes}, {"latency_ns", p.latency_ns}, {"latency_cycles", p.latency_cycles},
+          {"read_gbps", p.read_gbps}};
+}
+
+void bench_hierarchy(const HierarchyCliOptions& o) {
+  const std::string cache_dir = "/sys/devices/system/cpu/cpu0/cache";
+  const monitor::ClockRates clock = monitor::clock_rates();
+  const std::vector<monitor::OsCache> caches = monitor::os_caches(cache_dir);
+  if (!o.json) {
+    std::printf("weft bench hierarchy: one thread. latency: each load's address is the previous load's value, "
+                "around a random cycle of 64-byte lines; read: the working set in order, 64-byte vectors. "
+                "Best of %d repeats.\n",
+                o.measure.quick ? 2 : 3);
+    std::printf("cycles: core clock %.2f GHz, timed on dependent additions (one cycle each); the time-stamp counter "
+                "runs at %.2f GHz (/proc/cpuinfo)\n\n",
+                clock.core_hz / 1e9, clock.tsc_hz / 1e9);
+    std::printf("%12s %11s %8s %10s\n", "working set", "latency ns", "cycles", "read GB/s");
+    std::fflush(stdout);
+  }
+  const std::vector<monitor::HierarchyPoint> points =
+      monitor::measure_hierarchy(o.measure, clock.core_hz, [&o](const monitor::HierarchyPoint& p) {
+        if (o.json) return;
+        std::printf("%12s %11.2f %8.1f %10.1f\n", size_text(p.bytes).c_str(), p.latency_ns, p.latency_cycles,
+                    p.read_gbps);
+        std::fflush(stdout);
+      });
+  const std::vector<monitor::HierarchyLevel> levels = monitor::detect_levels(points, caches);
+  if (o.json) {
+    nlohmann::json out = {{"core_hz", clock.core_hz},
+                          {"tsc_hz", clock.tsc_hz},
+                          {"sizes", nlohmann::json::array()},
+                          {"os_caches", nlohmann::json::array()},
+                          {"levels", nlohmann::json::array()}};
+    for (const auto& p : points) out["sizes"].push_back(point_json(p));
+    for (const auto& c : caches) out["os_caches"].push_back({{"level", c.level}, {"type", c.type}, {"bytes", c.bytes}});
+    for (const auto& l : levels)
+      out["levels"].push_back({{"name", l.name},
+                               {"smallest_bytes", l.smallest_bytes},
+                               {"largest_bytes", l.largest_bytes},
+                               {"os_bytes", l.os_bytes},
+                               {"typical", point_json(l.typical)}});
+    std::cout << out.dump() << "\n";
+    return;
+  }
+  std::printf("\nlevels, where the latency steps up, beside the caches the OS reports (%s):\n", cache_dir.c_str());
+  std::printf("%6s %12s %10s %11s %8s %10s\n", "level", "fits up to", "OS size", "latency ns", "cycles", "read GB/s");
+  for (const auto& l : levels)
+    std::printf("%6s %12s %10s %11.2f %8.1f %10.1f\n", l.name.c_str(), size_text(l.largest_bytes).c_str(),
+                l.os_bytes > 0 ? size_text(l.os_bytes).c_str() : "-", l.typical.latency_ns, l.typical.latency_cycles,
+                l.typical.read_gbps);
+  std::printf("\nthe memory hierarchy of this machine (size: the OS's; figures: each level's middle working set):\n");
+  std::printf("%-10s %10s %12s %8s %10s\n", "level", "size", "latency ns", "cycles", "read GB/s");
+  std::printf("%-10s %10s %12.2f %8d %10s\n", "registers", size_text(monitor::register_file_bytes()).c_str(),
+              1e9 / clock.core_hz, 1, "-");
+  auto print_level = [](const monitor::HierarchyLevel& l) {
+    const int64_t size =
+        l.name == "RAM" ? monitor::physical_memory_bytes() : l.os_bytes > 0 ? l.os_bytes : l.largest_bytes;
+    std::printf("%-10s %10s %12.2f %8.1f %10.1f\n", l.name.c_str(), size_text(size).c_str(), l.typical.latency_ns,
+                l.typical.latency_cycles, l.typical.read_gbps);
+  };
+  auto latency_at = [&points](int64_t bytes) {
+    return std::find_if(points.begin(), points.end(), [bytes](const auto& p) { return p.bytes == bytes; })->latency_ns;
+  };
+  // Levels in the OS's order; a cache the curve shows no plateau for gets a row saying so, and
+  // beneath the table how the latency climbs across where it would be.
+  std::vector<std::string> unseen;
+  size_t next = 0;
+  for (const monitor::OsCache& cache : caches) {
+    const std::string name = "L" + std::to_string(cache.level);
+    if (next < levels.size() && levels[next].name == name) {
+      print_level(levels[next++]);
+      continue;
+    }
+    std::printf("%-10s %10s %12s %8s %10s\n", name.c_str(), size_text(cache.bytes).c_str(), "no plateau", "-", "-");
+    if (next == 0 || next == levels.size()) continue;
+    const int64_t from = levels[next - 1].largest_bytes, to = levels[next].smallest_bytes;
+    char line[200];
+    std::snprintf(line, sizeof line, "%s: no plateau; from %s to %s the latency climbs from %.1f to %.1f ns",
+                  name.c_str(), size_text(from).c_str(), size_text(to).c_str(), latency_at(from), latency_at(to));
+    unseen.push_back(line);
+  }
+  for (; next < levels.size(); ++next) print_level(levels[next]);
+  for (const std::string& line : unseen) std::printf("%s\n", line.c_str());
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, std::function<void()>& run) {
-  CLI::App* bench = app.add_subcommand("bench", "measure the machine: comm (collectives between MPI ranks)");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "measure the machine: comm (collectives between MPI ranks), hierarchy (caches' and RAM's latency and "
+               "bandwidth)");
   bench->require_subcommand(1);
   auto o = std::make_shared<CommOptions>();
   auto byte_flag = [&](CLI::App* command, const std::string& flag, int64_t& target, const std::string& help) {
@@ -155,6 +263,17 @@ void add_bench_command(CLI::App& app, std::function<void()>& run) {
     check_flag("--iters", o->iters, {.min = 0, .max = 1000000});
     check_flag("--warmup", o->warmup, {.min = 0, .max = 1000000});
     run = [o] { bench_comm(*o); };
+  });
+  auto h = std::make_shared<HierarchyCliOptions>();
+  CLI::App* hierarchy = bench->add_subcommand(
+      "hierarchy", "the memory hierarchy measured: load latency (pointer chasing) and read bandwidth for working sets "
+                   "from 4 KiB to --max-bytes, the levels found beside the OS's cache sizes");
+  byte_flag(hierarchy, "--max-bytes", h->measure.max_bytes, "the largest working set (default 1GiB)");
+  hierarchy->add_flag("--quick", h->measure.quick, "fewer loads and repeats: rough figures, quickly");
+  hierarchy->add_flag("--json", h->json, "print one JSON object (sizes, OS caches, levels) instead of the tables");
+  hierarchy->callback([&run, h] {
+    check_flag("--max-bytes", h->measure.max_bytes, {.min = h->measure.min_bytes, .max = int64_t{16} << 30});
+    run = [h] { bench_hierarchy(*h); };
   });
 }
 
