@@ -4,9 +4,11 @@
 # the server at --max-batch 1 (every request its own forward) and --max-batch 32 (dynamic
 # batching, --max-wait-ms 5): requests/s and the p50 / p99 latency wrk measured.
 # The GPT: tokens/s for one completion stream alone, and for 8 streams at once (continuous
-# batching: the 8 decode together), each asking for TOKENS tokens.
+# batching: the 8 decode together). A stream is a client asking for ROUNDS completions of TOKENS
+# tokens one after the other, so that what is timed is mostly streams decoding side by side, not
+# the first admissions and the last sequence finishing alone.
 #
-#   python3 bench/serve_load.py build/weft         (DURATION=10, TOKENS=100 by default)
+#   python3 bench/serve_load.py build/weft         (DURATION=10, TOKENS=100, ROUNDS=5 by default)
 #
 # The checkpoints are made here with one training step each (what is measured is the serving, not
 # the model's quality). The server computes on one thread (--threads 1): at these models' sizes
@@ -25,6 +27,7 @@ import urllib.request
 
 DURATION = os.environ.get("DURATION", "10")
 TOKENS = int(os.environ.get("TOKENS", "100"))
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -67,7 +70,7 @@ def complete(url, seed):
 def streams(url, n):
     counts = [0] * n
     def one(i):
-        counts[i] = complete(url, i)
+        counts[i] = sum(complete(url, i * ROUNDS + r) for r in range(ROUNDS))
     threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     start = time.perf_counter()
     for t in threads:
@@ -94,7 +97,7 @@ def main():
             rates[max_batch] = per_s
             print(f"{'--max-batch ' + max_batch:<26}{per_s:>12.0f}{p50:>9.1f}{p99:>9.1f}{failed:>9}")
         print(f"batching: {rates['32'] / rates['1']:.1f}x the requests/s of --max-batch 1")
-        print(f"\nGPT (weft train's default), /v1/completions of {TOKENS} tokens each")
+        print(f"\nGPT (weft train's default), streams of {ROUNDS} /v1/completions of {TOKENS} tokens each")
         server = Server(weft, gpt, "--max-batch", "8")
         try:
             streams(server.url, 1)  # warm-up
