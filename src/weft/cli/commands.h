@@ -15,5 +15,6 @@ void add_tokenize_commands(CLI::App& app, std::function<void()>& run);  // token
 void add_generate_command(CLI::App& app, std::function<void()>& run);   // generate
 void add_bench_command(CLI::App& app, std::function<void()>& run);      // bench comm
 void add_serve_command(CLI::App& app, std::function<void()>& run);      // serve
+void add_estimate_command(CLI::App& app, std::function<void()>& run);   // estimate time, cost, comm, --calibrate
 
 }  // namespace weft::cli

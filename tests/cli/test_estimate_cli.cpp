@@ -1,0 +1,166 @@
+// `weft estimate` as a user meets it: the worked examples (GPT-3's 3.14e23 FLOPs), the JSON lines,
+// the calibrated estimate of `weft train --model mlp` against a real run, and one clear line with
+// exit status 2 for every impossible input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "expect_error.h"
+#include "temp_dir.h"
+#include "weft_cli.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WEFT_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WEFT_TEST_UNDER_ASAN 1
+#endif
+#endif
+
+namespace weft {
+namespace {
+
+using testing::contains;
+using testing::Outcome;
+using testing::weft_cli;
+
+nlohmann::json estimate_json(const std::string& args) {
+  Outcome o = weft_cli("estimate " + args + " --json");
+  EXPECT_EQ(o.status, 0) << o.output;
+  return testing::last_line_json(o.output);
+}
+
+void expect_usage_error(const std::string& args, const std::string& says) {
+  SCOPED_TRACE(args);
+  testing::expect_usage_error(weft_cli("estimate " + args), says);
+}
+
+TEST(EstimateCliTest, Gpt3OnA100sAsTheTextbookHasIt) {
+  const nlohmann::json j = estimate_json("time --params 174.6e9 --tokens 300e9 --device A100-40GB --mfu 1");
+  EXPECT_NEAR(j["flops"].get<double>(), 3.14e23, 0.005e23);
+  EXPECT_DOUBLE_EQ(j["peak_flops"].get<double>(), 312e12);
+  EXPECT_NEAR(j["seconds"].get<double>(), 3.1428e23 / 312e12, 1e5);
+  EXPECT_NEAR(j["days"].get<double>(), j["seconds"].get<double>() / 86400, 1e-6);
+  // Given as FLOPs, on 1024 H100s at 40%: 3.14e23 / (1024 x 989e12 x 0.4) = 7.75e5 s, 9 days.
+  const nlohmann::json h = estimate_json("time --flops 3.14e23 --device H100 --count 1024 --mfu 0.4");
+  EXPECT_NEAR(h["days"].get<double>(), 3.14e23 / (1024 * 989e12 * 0.4) / 86400, 1e-9);
+  EXPECT_NEAR(h["days"].get<double>(), 8.97, 0.01);
+  // The text names the formula's parts and the datasheet.
+  const Outcome text = weft_cli("estimate time --params 174.6e9 --tokens 300e9 --device A100-40GB --mfu 1");
+  EXPECT_TRUE(contains(text.output, "= 3.143e+23")) << text.output;
+  EXPECT_TRUE(contains(text.output, "31.9 years")) << text.output;
+  EXPECT_TRUE(contains(text.output, "A100 Tensor Core GPU datasheet")) << text.output;
+}
+
+TEST(EstimateCliTest, CostOnDemandSpotAndInterruptions) {
+  // 8 A100-80GB for 6.4e21 FLOPs at 40%: 6.4e21 / (8 x 312e12 x 0.4) = 6.41e6 s = 1781 hours each.
+  const std::string run = "cost --flops 6.4e21 --device A100-80GB --count 8 --mfu 0.4 ";
+  const nlohmann::json j = estimate_json(run);
+  const double device_hours = 6.4e21 / (8 * 312e12 * 0.4) / 3600 * 8;
+  EXPECT_NEAR(j["device_hours"].get<double>(), device_hours, 1e-6);
+  EXPECT_NEAR(j["on_demand_usd"].get<double>(), device_hours * 40.97 / 8, 1e-3);
+  EXPECT_EQ(j["interruptions"].get<double>(), 0);
+  EXPECT_TRUE(contains(j["price_source"].get<std::string>(), "p4de.24xlarge"));
+  EXPECT_EQ(j["price_snapshot"], "2024-12");
+  // Interrupted twice an hour with 20-minute checkpoints (10 s each) and 4 minutes to restart: each
+  // loses 14 minutes, so W = (compute + checkpoints) / (1 - 2 x 14 / 60).
+  const nlohmann::json s = estimate_json(run + "--checkpoint-every 20 --checkpoint-seconds 10 "
+                                               "--interruptions-per-hour 2 --restart-minutes 4");
+  const double compute_s = 6.4e21 / (8 * 312e12 * 0.4);
+  const double checkpoints_s = std::floor(compute_s / 1200) * 10;
+  EXPECT_NEAR(s["spot_wall_seconds"].get<double>(), (compute_s + checkpoints_s) / (1 - 28.0 / 60), 1e-3);
+  EXPECT_NEAR(s["spot_usd"].get<double>(), s["spot_wall_seconds"].get<double>() / 3600 * 8 * 0.3 * 40.97 / 8, 1e-3);
+  EXPECT_GT(s["spot_usd"].get<double>(), j["spot_usd"].get<double>());
+  // Given prices replace the table's.
+  EXPECT_NEAR(estimate_json(run + "--usd-per-hour 2 --spot-usd-per-hour 1")["on_demand_usd"].get<double>(),
+              2 * device_hours, 1e-6);
+  // Interruptions faster than the work lost to each: never finishes.
+  const Outcome never = weft_cli("estimate " + run + "--checkpoint-every 60 --interruptions-per-hour 2");
+  EXPECT_EQ(never.status, 0) << never.output;
+  EXPECT_TRUE(contains(never.output, "never finishes")) << never.output;
+}
+
+TEST(EstimateCliTest, CommSaysWhichIsTheBottleneckAndWhatChangesIt) {
+  // 1.5e9 fp32 gradients over 8 ranks on PCIe 4.0: 2 x 7/8 x 6e9 / 32e9 = 0.328 s, against
+  // 6 x 1.5e9 x 1024 tokens per rank / (312e12 x 0.4) = 0.0738 s of compute.
+  const nlohmann::json j =
+      estimate_json("comm --params 1.5e9 --world 8 --link pcie4 --batch 8192 --device A100-40GB --mfu 0.4");
+  EXPECT_NEAR(j["allreduce_seconds"].get<double>(), 2 * 7.0 / 8 * 6e9 / 32e9 + 14 * 5e-6, 1e-9);
+  EXPECT_NEAR(j["compute_seconds"].get<double>(), 6 * 1.5e9 * 1024 / (312e12 * 0.4), 1e-9);
+  EXPECT_TRUE(j["communication_bound"].get<bool>());
+  EXPECT_NEAR(j["zero12_seconds"].get<double>(), j["allreduce_seconds"].get<double>(), 1e-12);
+  EXPECT_NEAR(j["zero3_seconds"].get<double>(), 1.5 * j["allreduce_seconds"].get<double>(), 1e-12);
+  EXPECT_LT(j["one_bit_seconds"].get<double>(), j["allreduce_seconds"].get<double>() / 30);
+  // On NVLink the same step is compute-bound.
+  EXPECT_FALSE(estimate_json("comm --params 1.5e9 --world 8 --link nvlink --batch 8192 --device A100-40GB")
+                   ["communication_bound"]
+                       .get<bool>());
+  // Small buffers over many ranks: the latency term dominates.
+  const nlohmann::json small = estimate_json("comm --bytes 1e6 --world 64 --link ethernet10");
+  EXPECT_NEAR(small["allreduce_seconds"].get<double>(), 2 * 63.0 / 64 * 1e6 / 1.25e9 + 126 * 30e-6, 1e-12);
+  const Outcome text = weft_cli("estimate comm --params 1.5e9 --world 8 --link pcie4 --batch 8192 --device A100-40GB");
+  EXPECT_TRUE(contains(text.output, "communication is the bottleneck")) << text.output;
+  EXPECT_TRUE(contains(text.output, "ZeRO-3: 1.5x")) << text.output;
+}
+
+// The estimate from --calibrate's measured rates against a real `weft train --model mlp`, both on one
+// thread (the two cores here are shared; one thread is what each can count on). Both take the machine
+// at its fastest, since other processes only ever add time: --calibrate the fastest of its timed calls,
+// the run its fastest window of 20 steps (metrics.jsonl's train/samples_per_s, which times the steps
+// alone: data loading and start-up are outside it). Under AddressSanitizer weft's own loops (the
+// optimizer, the copies) run instrumented and the GEMMs do not, so both commands run but their times
+// say nothing about the machine and are not compared.
+TEST(EstimateCliTest, CalibratedEstimateOfTheMlpIsWithin30PercentOfARealRun) {
+  testing::TempDir dir;
+  const nlohmann::json estimate = estimate_json("--calibrate --threads 1 --batch-size 128 --steps 300 --seconds 0.3");
+  const double estimated_step_s = estimate["mlp_step_seconds"].get<double>();
+  EXPECT_GT(estimate["gemm_flops_per_s"].get<double>(), 0);
+  EXPECT_GT(estimate["allreduce_seconds"].get<double>(), 0);
+  Outcome o = weft_cli("train --model mlp --batch-size 128 --steps 300 --threads 1 --eval-every 0 --log-every 20 --out " +
+                       dir.file("run"));
+  ASSERT_EQ(o.status, 0) << o.output;
+  double best_samples_per_s = 0;
+  std::ifstream metrics(dir.file("run") + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    best_samples_per_s = std::max(best_samples_per_s, nlohmann::json::parse(line).value("train/samples_per_s", 0.0));
+  ASSERT_GT(best_samples_per_s, 0);
+  const double real_step_s = 128 / best_samples_per_s;
+#ifdef WEFT_TEST_UNDER_ASAN
+  GTEST_SKIP() << "timings under AddressSanitizer: estimated " << estimated_step_s * 1e3 << " ms a step, ran "
+               << real_step_s * 1e3 << " ms";
+#endif
+  EXPECT_NEAR(estimated_step_s / real_step_s, 1.0, 0.3)
+      << "estimated " << estimated_step_s * 1e3 << " ms a step, ran " << real_step_s * 1e3 << " ms";
+}
+
+TEST(EstimateCliTest, ImpossibleInputsAreOneLineAndStatus2) {
+  const std::string run = "time --params 1e9 --tokens 1e9 ";
+  expect_usage_error(run + "--device B200", "--device: must be one of A100-40GB|A100-80GB|H100|H200|RTX4090|cpu, got 'B200'");
+  expect_usage_error("comm --bytes 1e9 --world 8 --link carrier-pigeon", "--link: must be one of nvlink|pcie4|");
+  expect_usage_error("time --params 0 --tokens 1e9", "--params: must be");
+  expect_usage_error("time --params -5 --tokens 1e9", "got '-5'");
+  expect_usage_error("time --params 1e9 --tokens 0", "--tokens: must be");
+  expect_usage_error("time --flops -1", "--flops: must be");
+  expect_usage_error(run + "--count 0", "--count: must be");
+  expect_usage_error(run + "--mfu 0", "--mfu: must be");
+  expect_usage_error(run + "--mfu 1.5", "--mfu: must be");
+  expect_usage_error(run + "--precision fp8", "--precision: must be one of bf16, fp16, fp32, int8, got 'fp8'");
+  expect_usage_error("time --params 1e9", "estimate time: give --params and --tokens, or --flops");
+  expect_usage_error("time --flops 1e20 --params 1e9 --tokens 1e9", "give the FLOPs twice");
+  expect_usage_error("comm --bytes 0 --world 8", "--bytes: must be");
+  expect_usage_error("comm --bytes 1e9 --world 0", "--world: must be");
+  expect_usage_error("comm --world 8", "estimate comm: give --bytes, or --params");
+  expect_usage_error("comm --bytes 1e9 --world 8 --batch 1024", "--batch needs --params");
+  expect_usage_error("cost --flops 1e20 --device cpu", "no price for cpu; give --usd-per-hour");
+  expect_usage_error("cost --flops 1e20 --checkpoint-every 0", "--checkpoint-every: must be");
+  expect_usage_error("cost --flops 1e20 --interruptions-per-hour -1", "--interruptions-per-hour: must be");
+  expect_usage_error("", "estimate: give time, cost, comm or --calibrate");
+}
+
+}  // namespace
+}  // namespace weft
