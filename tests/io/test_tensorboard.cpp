@@ -245,6 +245,31 @@ TEST_F(TensorBoard, TruncatedFileIsFormatError) {
   }
 }
 
+TEST_F(TensorBoard, InProgressReadsTheRecordsBeforeAnUnfinishedLastOne) {
+  std::string path;
+  {
+    weft::io::EventWriter writer(dir);
+    writer.add_scalar("loss", 0.5, 1);
+    writer.add_scalar("loss", 0.25, 2);
+    path = writer.path();
+  }
+  const std::string good = slurp(path);
+  const size_t second_scalar = kVersionRecordBytes + (good.size() - kVersionRecordBytes) / 2;
+  for (size_t cut : {good.size() - 1, second_scalar + 5, second_scalar + 13}) {
+    spit(path, good.substr(0, cut));
+    const weft::io::EventFile file = weft::io::read_event_file(path, weft::io::EventTail::kInProgress);
+    ASSERT_EQ(file.scalars.size(), 1u) << cut;
+    EXPECT_EQ(file.scalars[0].value, 0.5f);
+    EXPECT_EQ(file.unfinished_tail_bytes, cut - second_scalar);
+  }
+  std::string bad = good;
+  bad[second_scalar + 20] ^= 0x01;  // a finished record that is wrong is still an error
+  spit(path, bad);
+  EXPECT_TRUE(contains(message_of<weft::FormatError>([&] {
+                         weft::io::read_event_file(path, weft::io::EventTail::kInProgress);
+                       }), "CRC"));
+}
+
 TEST_F(TensorBoard, MissingFileIsIOError) {
   const std::string path = dir + "/absent.tfevents";
   const std::string message = message_of<weft::IOError>([&] { weft::io::read_event_file(path); });

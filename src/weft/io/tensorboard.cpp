@@ -263,7 +263,7 @@ void EventWriter::flush() {
 
 namespace {
 
-void decode_file(const std::string& path, EventFile& out) {
+void decode_file(const std::string& path, EventTail tail, EventFile& out) {
   const std::string data = read_input(path, UINT64_MAX);  // bounded by memory
   Cursor file{path, reinterpret_cast<const uint8_t*>(data.data()), 0, data.size()};
   while (!file.done()) {
@@ -271,11 +271,21 @@ void decode_file(const std::string& path, EventFile& out) {
     const auto fail = [&](const std::string& what) {
       throw FormatError(str(path, ": record at byte offset ", start, " ", what, "; the event file is corrupt or was cut short"));
     };
-    if (file.end - start < 12) fail(str("is truncated: its 12-byte header has only ", file.end - start, " bytes"));
+    const auto unfinished = [&] {
+      if (tail != EventTail::kInProgress) return false;
+      out.unfinished_tail_bytes += file.end - start;
+      return true;
+    };
+    if (file.end - start < 12) {
+      if (unfinished()) return;
+      fail(str("is truncated: its 12-byte header has only ", file.end - start, " bytes"));
+    }
     const uint64_t length = file.fixed<uint64_t>();
     if (file.fixed<uint32_t>() != masked_crc32c(file.bytes + start, 8)) fail("has a length whose CRC-32C does not match");
-    if (file.end - file.pos < 4 || length > file.end - file.pos - 4)
+    if (file.end - file.pos < 4 || length > file.end - file.pos - 4) {
+      if (unfinished()) return;
       fail(str("is truncated: it needs ", length + 4, " bytes after its header but only ", file.end - file.pos, " remain"));
+    }
     const Cursor payload = file.take(length);
     if (file.fixed<uint32_t>() != masked_crc32c(file.bytes + payload.pos, length)) fail("has a payload whose CRC-32C does not match");
     decode_event(payload, out);
@@ -284,13 +294,13 @@ void decode_file(const std::string& path, EventFile& out) {
 
 }  // namespace
 
-EventFile read_event_file(const std::string& path) {
+EventFile read_event_file(const std::string& path, EventTail tail) {
   EventFile out;
-  decode_file(path, out);
+  decode_file(path, tail, out);
   return out;
 }
 
-EventFile read_run_events(const std::string& log_dir) {
+EventFile read_run_events(const std::string& log_dir, EventTail tail) {
   std::vector<std::string> paths;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(log_dir, error))
@@ -298,7 +308,7 @@ EventFile read_run_events(const std::string& log_dir) {
   if (error) throw IOError(str("cannot list TensorBoard log directory ", log_dir, ": ", error.message()));
   std::sort(paths.begin(), paths.end());
   EventFile out;
-  for (const std::string& path : paths) decode_file(path, out);
+  for (const std::string& path : paths) decode_file(path, tail, out);
   return out;
 }
 

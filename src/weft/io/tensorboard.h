@@ -64,14 +64,23 @@ struct EventFile {
   // scalars read before it at or after its step, as TensorBoard does.
   std::vector<ScalarEvent> scalars;
   int64_t session_starts = 0;
+  // With EventTail::kInProgress: the bytes of an incomplete last record, left unread.
+  uint64_t unfinished_tail_bytes = 0;
 };
+
+// A writer still running may have written only part of its last record (stdio writes its buffer
+// when full, wherever a record ends). kComplete calls that a truncated file; kInProgress reads the
+// records before it, as TensorBoard does while a run is in progress. A bad CRC is an error in both.
+enum class EventTail { kComplete, kInProgress };
 
 // Checks both CRCs of every record: a truncated or corrupt record is a FormatError naming the
 // file and the record's byte offset, a missing file an IOError.
-EventFile read_event_file(const std::string& path);
-inline std::vector<ScalarEvent> read_scalar_events(const std::string& path) { return read_event_file(path).scalars; }
+EventFile read_event_file(const std::string& path, EventTail tail = EventTail::kComplete);
+inline std::vector<ScalarEvent> read_scalar_events(const std::string& path, EventTail tail = EventTail::kComplete) {
+  return read_event_file(path, tail).scalars;
+}
 // Every events.out.tfevents.* file of a run's directory, in name order (the order of their
 // creation times, as TensorBoard reads them), with session starts applied across files.
-EventFile read_run_events(const std::string& log_dir);
+EventFile read_run_events(const std::string& log_dir, EventTail tail = EventTail::kComplete);
 
 }  // namespace weft::io

@@ -178,6 +178,8 @@ void MetricsLog::write(int64_t step, const nlohmann::json& scalars) {
     events_.add_scalar(tag, value.get<double>(), step);
     line[tag] = value;
   }
+  // Visible at once to a board or TensorBoard watching the run, rather than a buffer at a time.
+  events_.flush();
   jsonl_ << line.dump() << '\n' << std::flush;
 }
 
