@@ -16,6 +16,7 @@ void add_generate_command(CLI::App& app, std::function<void()>& run);   // gener
 void add_bench_command(CLI::App& app, std::function<void()>& run);      // bench comm
 void add_serve_command(CLI::App& app, std::function<void()>& run);      // serve
 void add_estimate_command(CLI::App& app, std::function<void()>& run);   // estimate time, cost, comm, --calibrate
+void add_smi_command(CLI::App& app, std::function<void()>& run);        // smi
 void add_board_command(CLI::App& app, std::function<void()>& run);      // board
 
 }  // namespace weft::cli

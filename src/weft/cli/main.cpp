@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   weft::cli::add_bench_command(app, run);
   weft::cli::add_serve_command(app, run);
   weft::cli::add_estimate_command(app, run);
+  weft::cli::add_smi_command(app, run);
   weft::cli::add_board_command(app, run);
   // A value refused where it is parsed (cli/flags.h) reads as every other refusal; CLI11's own
   // errors (an unknown or missing flag) point at the help.

@@ -7,6 +7,7 @@
 
 #include "weft/cli/commands.h"
 #include "weft/cli/flags.h"
+#include "weft/monitor/status_file.h"
 #include "weft/serve/server.h"
 #include "weft/train/options.h"
 #include "weft/train/stop_signals.h"
@@ -26,6 +27,7 @@ void serve_models(const ServeFlags& f) {
   serve::Server server(specs, f.options);
   server.bind();
   std::cout << server.ready_line() << std::endl;
+  const monitor::StatusPublisher published("serve", server.model_names(), "requests");
   // The signal is taken on its own thread (train/stop_signals.h) and seen here.
   const train::StopOnSignal stop;
   std::thread serving([&server] { server.serve(); });

@@ -16,6 +16,7 @@
 #include "weft/dist/world.h"
 #include "weft/infer/load.h"
 #include "weft/monitor/progress.h"
+#include "weft/monitor/status_file.h"
 #include "weft/monitor/system.h"
 #include "weft/optim/kind.h"
 #include "weft/train/checkpoint.h"
@@ -33,6 +34,7 @@ std::string percent(double fraction) {
 }
 
 void train(const train::TrainOptions& options, bool json) {
+  const monitor::StatusPublisher published("train", options.model, "step");
   const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
   if (dist::world().rank != 0) return;  // under mpirun, rank 0 speaks for the run
   if (!r.evaluation_line.empty()) std::cout << r.evaluation_line << "\n";

@@ -15,6 +15,7 @@
 #include "weft/core/threads.h"
 #include "weft/infer/load.h"
 #include "weft/infer/metadata.h"
+#include "weft/monitor/status_file.h"
 #include "weft/ops/activation.h"
 #include "weft/serve/continuous.h"
 #include "weft/serve/playground.h"
@@ -502,6 +503,7 @@ void Server::add_routes() {
         request_start == Clock::time_point{} ? 0 : std::chrono::duration<double>(Clock::now() - request_start).count();
     request_start = {};
     metrics_.request(route_label(req.path), res.status, seconds);
+    monitor::count_progress();
   });
 }
 
@@ -523,6 +525,12 @@ std::string Server::ready_line() const {
                 m->loaded.scheme == "none" ? dtype_name(m->loaded.dtype) : m->loaded.scheme, ", ", m->parameters,
                 " parameters)");
   return line;
+}
+
+std::string Server::model_names() const {
+  std::string names;
+  for (const auto& m : models_) names += (names.empty() ? "" : ",") + m->name;
+  return names;
 }
 
 void Server::serve() { http_->listen_after_bind(); }

@@ -72,6 +72,8 @@ class Server {
   int port() const { return port_; }
   // One line for the user: the address, and each model with its dtype.
   std::string ready_line() const;
+  // The models' names, in the order given, joined by commas.
+  std::string model_names() const;
   // Serves until stop(); returns once every request in flight has been answered.
   void serve();
   // From any thread: stop accepting connections; serve() returns when the rest are answered.

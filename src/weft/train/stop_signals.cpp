@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "weft/core/error.h"
+#include "weft/monitor/status_file.h"
 
 namespace weft::train {
 
@@ -28,6 +29,7 @@ sigset_t stop_signals() {
 
 // The signal's default action, taken on this thread: unblocked here alone, it is delivered here.
 [[noreturn]] void end_as_the_signal_would(int signal) {
+  monitor::remove_published_status();  // the exit skips the destructors that would remove it
   std::signal(signal, SIG_DFL);
   sigset_t one;
   sigemptyset(&one);

@@ -31,6 +31,7 @@
 #include "weft/kernels/cpu/roofline.h"
 #include "weft/monitor/profiler.h"
 #include "weft/monitor/progress.h"
+#include "weft/monitor/status_file.h"
 #include "weft/monitor/system.h"
 #include "weft/ops/loss.h"
 #include "weft/optim/adam.h"
@@ -797,6 +798,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     const double step_seconds = seconds_since(step_start);
     if (profiler) profiler->after(state.step, step_seconds);
     ++state.step;
+    monitor::report_progress(state.step);
     if (local_sgd && state.step % o.sync_every == 0) average_parameters();
     train_seconds += step_seconds;
     result.items += items;

@@ -1,0 +1,158 @@
+// `weft smi`: an nvidia-smi-like view of this machine (CPU, per-core utilisation, RAM, NVIDIA
+// GPUs through NVML) and of every running weft process, from the statuses they publish
+// (monitor/status_file.h). `--watch SECONDS` redraws like `watch nvidia-smi`; `--json` prints one
+// object per view.
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/cli/commands.h"
+#include "weft/cli/flags.h"
+#include "weft/core/allocator.h"
+#include "weft/monitor/nvml.h"
+#include "weft/monitor/status_file.h"
+#include "weft/monitor/system.h"
+
+namespace weft::cli {
+
+namespace {
+
+struct SmiFlags {
+  std::optional<double> watch_seconds;
+  bool json = false;
+};
+
+// Long enough for /proc/stat's jiffies (10 ms each) to give a per-core percentage.
+constexpr std::chrono::milliseconds kUtilisationInterval{200};
+
+struct View {
+  monitor::MachineStats machine;
+  monitor::GpuReport gpus;
+  std::vector<monitor::ProcessStatus> processes;
+  double taken_unix_s = 0;
+};
+
+View take_view() {
+  View v;
+  v.machine = monitor::sample_machine(kUtilisationInterval);
+  v.gpus = monitor::query_gpus();
+  v.processes = monitor::read_statuses(monitor::status_directory());
+  v.taken_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return v;
+}
+
+nlohmann::json to_json(const View& v) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const monitor::GpuStats& g : v.gpus.gpus)
+    gpus.push_back({{"index", g.index},
+                    {"name", g.name},
+                    {"memory_used_bytes", g.memory_used_bytes},
+                    {"memory_total_bytes", g.memory_total_bytes},
+                    {"utilisation_percent", g.utilisation_percent}});
+  nlohmann::json processes = nlohmann::json::array();
+  for (const monitor::ProcessStatus& p : v.processes) processes.push_back(p.to_json());
+  return {{"cpu",
+           {{"model", v.machine.cpu_model},
+            {"cores", v.machine.logical_cores},
+            {"mhz", v.machine.mean_mhz},
+            {"utilisation", v.machine.core_utilisation}}},
+          {"ram", {{"used_bytes", v.machine.ram_used_bytes}, {"total_bytes", v.machine.ram_total_bytes}}},
+          {"gpu", {{"available", v.gpus.available}, {"note", v.gpus.note}, {"devices", gpus}}},
+          {"processes", processes},
+          {"time_unix_s", v.taken_unix_s}};
+}
+
+std::string printed(const char* format, auto... values) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, format, values...);
+  return buffer;
+}
+
+std::string elapsed(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  return printed("%lld:%02lld:%02lld", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60),
+                 static_cast<long long>(s % 60));
+}
+
+void print_table(const View& v, std::ostream& out) {
+  const std::time_t now = static_cast<std::time_t>(v.taken_unix_s);
+  char when[64];
+  std::strftime(when, sizeof when, "%a %b %e %H:%M:%S %Y", std::localtime(&now));
+  out << "weft smi   " << when << "\n";
+  out << "CPU   " << v.machine.cpu_model << ", " << v.machine.logical_cores << " cores at "
+      << printed("%.0f", v.machine.mean_mhz) << " MHz\n";
+  out << "util ";
+  for (size_t i = 0; i < v.machine.core_utilisation.size(); ++i) {
+    if (i > 0 && i % 8 == 0) out << "\n     ";
+    out << printed(" cpu%-3zu %3.0f%%", i, 100 * v.machine.core_utilisation[i]);
+  }
+  out << "\n";
+  const double ram_fraction =
+      v.machine.ram_total_bytes > 0 ? static_cast<double>(v.machine.ram_used_bytes) / v.machine.ram_total_bytes : 0;
+  out << "RAM   " << format_bytes(v.machine.ram_used_bytes) << " used / " << format_bytes(v.machine.ram_total_bytes) << " total"
+      << printed(" (%.0f%%)", 100 * ram_fraction) << "\n";
+  if (v.gpus.gpus.empty()) out << "GPU   " << v.gpus.note << "\n";
+  for (const monitor::GpuStats& g : v.gpus.gpus)
+    out << "GPU " << g.index << " " << g.name << "  " << format_bytes(g.memory_used_bytes) << " / "
+        << format_bytes(g.memory_total_bytes) << printed("  %d%% util", g.utilisation_percent) << "\n";
+  out << "\n";
+  if (v.processes.empty()) {
+    out << "no running weft processes (statuses in " << monitor::status_directory() << ")\n";
+    return;
+  }
+  out << printed("%-8s %-8s %-12s %-16s %10s %10s %10s %10s %5s %9s\n", "PID", "COMMAND", "MODEL", "PROGRESS", "RSS",
+                 "ALLOCATED", "RESERVED", "PEAK", "OOMS", "UPTIME");
+  for (const monitor::ProcessStatus& p : v.processes) {
+    const std::string progress = p.progress_name + " " + std::to_string(p.progress);
+    out << printed("%-8lld %-8s %-12s %-16s %10s %10s %10s %10s %5lld %9s\n", static_cast<long long>(p.pid),
+                   p.command.c_str(), p.model.c_str(), progress.c_str(), format_bytes(p.rss_bytes).c_str(),
+                   format_bytes(p.allocated_bytes).c_str(), format_bytes(p.reserved_bytes).c_str(),
+                   format_bytes(p.peak_allocated_bytes).c_str(), static_cast<long long>(p.num_ooms),
+                   elapsed(v.taken_unix_s - p.started_unix_s).c_str());
+  }
+}
+
+void show(const View& v, bool json) {
+  if (json) {
+    std::cout << to_json(v).dump() << std::endl;
+  } else {
+    print_table(v, std::cout);
+    std::cout.flush();
+  }
+}
+
+void smi(const SmiFlags& f) {
+  if (!f.watch_seconds) {
+    show(take_view(), f.json);
+    return;
+  }
+  // Until interrupted: SIGINT's default action ends the process (train/stop_signals.h).
+  const auto period = std::chrono::duration<double>(*f.watch_seconds);
+  for (;;) {
+    const auto start = std::chrono::steady_clock::now();
+    const View v = take_view();
+    // Clear the screen and home the cursor, as `watch` does; JSON goes one object per line.
+    if (!f.json) std::cout << "\x1b[2J\x1b[H";
+    show(v, f.json);
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(period));
+  }
+}
+
+}  // namespace
+
+void add_smi_command(CLI::App& app, std::function<void()>& run) {
+  auto f = std::make_shared<SmiFlags>();
+  CLI::App* s = app.add_subcommand("smi", "an nvidia-smi-like view of the CPU, RAM, GPUs and running weft processes");
+  number_flag(s, "--watch", f->watch_seconds, "redraw every SECONDS until interrupted", {.min = 0, .min_open = true})
+      ->type_name("SECONDS");
+  s->add_flag("--json", f->json, "print one JSON object (one per line under --watch)");
+  s->callback([&run, f] { run = [f] { smi(*f); }; });
+}
+
+}  // namespace weft::cli

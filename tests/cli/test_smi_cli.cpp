@@ -1,0 +1,195 @@
+// `weft smi` as a user meets it: a training run shows up with its model, a growing step and its
+// allocator's bytes; killed with SIGKILL it disappears (its file is stale), stopped by SIGTERM or
+// SIGINT it removes its own file; --watch redraws; bad values are one clear line and exit 2.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "weft_cli.h"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::contains;
+using testing::expect_usage_error;
+using testing::last_line_json;
+using testing::Outcome;
+using testing::weft_cli;
+using Clock = std::chrono::steady_clock;
+
+class SmiCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("weft_smi_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    // Inherited by every weft this test starts: the trainings publish here and smi reads here.
+    setenv("WEFT_SMI_DIR", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("WEFT_SMI_DIR");
+    fs::remove_all(dir_);
+  }
+  std::string status_file(pid_t pid) const { return (dir_ / (std::to_string(pid) + ".json")).string(); }
+  fs::path dir_;
+};
+
+// Starts `weft args` with its output discarded, returning its pid.
+pid_t start_weft(const std::string& args) {
+  const std::string command = "exec " + std::string(WEFT_CLI_PATH) + " " + args + " >/dev/null 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// `pid`'s row of `weft smi --json`, if it lists it.
+std::optional<nlohmann::json> smi_row(pid_t pid) {
+  const Outcome o = weft_cli("smi --json");
+  EXPECT_EQ(o.status, 0) << o.output;
+  const nlohmann::json view = last_line_json(o.output);
+  for (const nlohmann::json& p : view.at("processes"))
+    if (p.at("pid").get<int64_t>() == pid) return p;
+  return std::nullopt;
+}
+
+// Polls smi until `pid`'s row satisfies `done` (or the deadline passes), returning the last row.
+template <typename Done>
+std::optional<nlohmann::json> poll_smi(pid_t pid, Done done, std::chrono::seconds within) {
+  const Clock::time_point deadline = Clock::now() + within;
+  std::optional<nlohmann::json> row;
+  do {
+    row = smi_row(pid);
+    if (done(row)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  } while (Clock::now() < deadline);
+  return row;
+}
+
+const std::string kTraining = "train --model mlp --threads 1 --time-limit 60";
+
+TEST_F(SmiCli, ATrainingIsListedWithGrowingStepsAndGoneOnceKilled) {
+  const pid_t pid = start_weft(kTraining);
+  ASSERT_GT(pid, 0);
+  const auto has_stepped = [](const std::optional<nlohmann::json>& r) { return r && r->at("progress").get<int64_t>() > 0; };
+  const std::optional<nlohmann::json> first = poll_smi(pid, has_stepped, std::chrono::seconds(15));
+  ASSERT_TRUE(has_stepped(first)) << "the training never appeared with a step: " << (first ? first->dump() : "no row");
+  EXPECT_EQ(first->at("command"), "train");
+  EXPECT_EQ(first->at("model"), "mlp");
+  EXPECT_EQ(first->at("progress_name"), "step");
+  EXPECT_GT(first->at("rss_bytes").get<int64_t>(), 0);
+  EXPECT_GT(first->at("allocated_bytes").get<int64_t>(), 0);
+  EXPECT_GE(first->at("reserved_bytes").get<int64_t>(), first->at("allocated_bytes").get<int64_t>());
+  EXPECT_GE(first->at("peak_allocated_bytes").get<int64_t>(), first->at("allocated_bytes").get<int64_t>());
+  EXPECT_EQ(first->at("num_ooms").get<int64_t>(), 0);
+
+  const int64_t step = first->at("progress").get<int64_t>();
+  const std::optional<nlohmann::json> later = poll_smi(
+      pid, [step](const std::optional<nlohmann::json>& r) { return r && r->at("progress").get<int64_t>() > step; },
+      std::chrono::seconds(5));
+  ASSERT_TRUE(later.has_value());
+  EXPECT_GT(later->at("progress").get<int64_t>(), step);
+
+  const Outcome table = weft_cli("smi");
+  EXPECT_EQ(table.status, 0) << table.output;
+  EXPECT_TRUE(contains(table.output, std::to_string(pid) + " ")) << table.output;
+  EXPECT_TRUE(contains(table.output, "train    mlp")) << table.output;
+  EXPECT_TRUE(contains(table.output, "ALLOCATED")) << table.output;
+
+  // SIGKILL leaves the file behind; smi sees its process gone (first a zombie, as it is not
+  // reaped yet) and skips it.
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const std::optional<nlohmann::json> after =
+      poll_smi(pid, [](const std::optional<nlohmann::json>& r) { return !r; }, std::chrono::seconds(5));
+  EXPECT_FALSE(after.has_value()) << after->dump();
+  EXPECT_FALSE(fs::exists(status_file(pid))) << "smi removes a stale status";
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+// Either way a signal ends a training, the status goes with it: mid-run, the loop stops after the
+// step and returns (exit 0); before the loop listens, the signal's default action ends it.
+TEST_F(SmiCli, ATrainingStoppedBySignalRemovesItsStatus) {
+  const pid_t in_loop = start_weft(kTraining);
+  ASSERT_GT(in_loop, 0);
+  const auto has_stepped = [](const std::optional<nlohmann::json>& r) { return r && r->at("progress").get<int64_t>() > 0; };
+  ASSERT_TRUE(has_stepped(poll_smi(in_loop, has_stepped, std::chrono::seconds(15))));
+  ASSERT_EQ(kill(in_loop, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(in_loop, &status, 0), in_loop);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(fs::exists(status_file(in_loop)));
+
+  const pid_t starting = start_weft(kTraining);
+  ASSERT_GT(starting, 0);
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(15);
+  while (!fs::exists(status_file(starting)) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(fs::exists(status_file(starting)));
+  ASSERT_EQ(kill(starting, SIGINT), 0);
+  ASSERT_EQ(waitpid(starting, &status, 0), starting);
+  EXPECT_FALSE(fs::exists(status_file(starting)));
+}
+
+TEST_F(SmiCli, ShowsTheMachine) {
+  const Outcome o = weft_cli("smi --json");
+  ASSERT_EQ(o.status, 0) << o.output;
+  const nlohmann::json j = last_line_json(o.output);
+  const int cores = j.at("cpu").at("cores");
+  EXPECT_EQ(cores, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  EXPECT_EQ(j.at("cpu").at("utilisation").size(), static_cast<size_t>(cores));
+  for (double u : j.at("cpu").at("utilisation")) EXPECT_TRUE(u >= 0 && u <= 1) << u;
+  EXPECT_FALSE(j.at("cpu").at("model").get<std::string>().empty());
+  EXPECT_GT(j.at("ram").at("total_bytes").get<int64_t>(), 0);
+  EXPECT_GT(j.at("ram").at("used_bytes").get<int64_t>(), 0);
+  EXPECT_LT(j.at("ram").at("used_bytes").get<int64_t>(), j.at("ram").at("total_bytes").get<int64_t>());
+  EXPECT_TRUE(j.at("processes").empty());
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (nvml == nullptr) {
+    EXPECT_EQ(j.at("gpu").at("note"), "no GPU found (NVML not available)");
+    EXPECT_TRUE(j.at("gpu").at("devices").empty());
+    const Outcome table = weft_cli("smi");
+    EXPECT_TRUE(contains(table.output, "GPU   no GPU found (NVML not available)")) << table.output;
+    EXPECT_TRUE(contains(table.output, "no running weft processes")) << table.output;
+  } else {
+    dlclose(nvml);
+  }
+}
+
+TEST_F(SmiCli, WatchRedrawsUntilInterrupted) {
+  // SIGINT after 1.2 s: a view at once and one every 0.3 s after (each takes 0.2 s to sample).
+  const std::string command = "timeout -s INT 1.2 " + std::string(WEFT_CLI_PATH) + " smi --watch 0.3 --json";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  pclose(pipe);
+  std::istringstream lines(output);
+  int views = 0;
+  for (std::string line; std::getline(lines, line); ++views) EXPECT_TRUE(nlohmann::json::parse(line).contains("cpu"));
+  EXPECT_GE(views, 2) << output;
+  EXPECT_LE(views, 5) << output;
+}
+
+TEST_F(SmiCli, BadWatchPeriodsAreRefused) {
+  expect_usage_error(weft_cli("smi --watch 0"), "--watch: must be a finite positive number, got '0'");
+  expect_usage_error(weft_cli("smi --watch -2"), "--watch: must be a finite positive number, got '-2'");
+  expect_usage_error(weft_cli("smi --watch soon"), "--watch:");
+}
+
+}  // namespace
+}  // namespace weft
