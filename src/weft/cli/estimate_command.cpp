@@ -151,7 +151,7 @@ void estimate_cost(const EstimateFlags& f) {
   }
   print_run(f.run, e);
   std::printf("prices: $%.2f/hour on demand, $%.2f/hour spot, per device (%s)\n", on_demand, spot,
-              priced_here ? str(e.device.price_source, "; prices as of ", memory::kPriceSnapshot).c_str() : "given");
+              priced_here ? str(e.device.price_source, "; list prices as of ", memory::kPriceSnapshot, ", not re-checked since: --usd-per-hour overrides").c_str() : "given");
   std::printf("on demand: %.4g device-hours x $%.2f = $%.4g\n", device_hours, on_demand, device_hours * on_demand);
   std::printf("spot, checkpoint every %g min (%g s to write), %g interruptions/hour, %g min to restart:\n",
               f.checkpoint_every_min, f.checkpoint_write_s, f.interruptions_per_hour, f.restart_min);

@@ -21,7 +21,9 @@ constexpr double kTera = 1e12;
 // Cloud prices: AWS EC2 on-demand in us-east-1, an 8-GPU instance's hourly price divided by 8;
 // where AWS has no such instance, the provider named. Spot: 30% of on-demand, the conservative end of
 // the 70-90% discount spot capacity sells at ("up to 90% off", https://aws.amazon.com/ec2/spot/);
-// real spot prices move by the hour.
+// real spot prices move by the hour. The on-demand figures are the providers' list prices as
+// published at kPriceSnapshot, entered by hand: the machines weft is built and tested on cannot
+// reach the providers, so no test or run here checked them against a live price list.
 constexpr double kSpotFraction = 0.3;
 const std::string kSpotRule = "; spot = 30% of on-demand (spot sells 70-90% below it: https://aws.amazon.com/ec2/spot/)";
 
