@@ -74,7 +74,7 @@ TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
     ASSERT_TRUE(contains(killed.output, "injected kill at operation " + std::to_string(n))) << killed.output;
     // Killed in the first save, there is nothing to resume; after it, there is step 2 or 4.
     const bool resumable = fs::is_symlink(out + "/latest");
-    Outcome resumed = weft_cli(train + out + (resumable ? " --resume " + out : ""));
+    Outcome resumed = weft_cli(train + out + (resumable ? " --resume " + out : " --overwrite"));
     ASSERT_EQ(resumed.status, 0) << "killed at operation " << n << ": " << resumed.output;
     EXPECT_EQ(io::read_file(out + "/model.safetensors"), expected) << "killed at operation " << n;
     EXPECT_EQ(logged(out), expected_log) << "killed at operation " << n;
@@ -128,7 +128,8 @@ TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
     const std::string output = io::read_file(dir.file(name + ".log"));
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << name << ": " << output;
     EXPECT_TRUE(contains(output, name + ": stopped after step ")) << output;
-    EXPECT_TRUE(contains(output, "checkpoint in " + out + " (continue with --resume " + out + ")")) << output;
+    EXPECT_TRUE(contains(output, "checkpoint in " + out + " (continue with " WEFT_CLI_PATH " train --resume " + out + ")"))
+        << output;
     const nlohmann::json stopped = last_line_json(output);
     EXPECT_EQ(stopped["stopped_by"], name);
     const int64_t steps = stopped["steps"].get<int64_t>() + 3;

@@ -282,6 +282,7 @@ TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
   EXPECT_TRUE(contains(message_of<OutOfMemoryError>([&] { run(limited); }), "out of memory"));
 
   limited.auto_batch = true;
+  limited.overwrite = true;  // the failed run left its logs there
   std::ostringstream log;
   TrainResult r = train(limited, log, false);
   CachingAllocator::cpu().set_memory_limit(0);

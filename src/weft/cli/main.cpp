@@ -9,6 +9,7 @@
 
 #include "weft/cli/commands.h"
 #include "weft/core/error.h"
+#include "weft/core/program.h"
 #include "weft/train/stop_signals.h"
 
 // The whole line in one write: the ranks of an MPI launch share one stderr, and a line written in
@@ -19,6 +20,7 @@ std::string error_line(const std::string& message) { return "weft: " + message +
 
 int main(int argc, char** argv) {
   weft::train::route_stop_signals_to_their_own_thread();
+  weft::set_program_name(argv[0]);
   CLI::App app{"weft: train, inspect and evaluate models, plan their memory, and see what the hardware does"};
   app.require_subcommand(1);
   std::function<void()> run;

@@ -11,10 +11,12 @@
 #include "weft/cli/commands.h"
 #include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
+#include "weft/core/program.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataset.h"
 #include "weft/dist/world.h"
 #include "weft/infer/load.h"
+#include "weft/io/sharded_checkpoint.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/status_file.h"
 #include "weft/monitor/system.h"
@@ -38,23 +40,41 @@ void train(const train::TrainOptions& options, bool json) {
   const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
   if (dist::world().rank != 0) return;  // under mpirun, rank 0 speaks for the run
   if (!r.evaluation_line.empty()) std::cout << r.evaluation_line << "\n";
-  std::cout << "trained " << r.steps << " steps, " << r.items << " " << r.items_name << " this run: "
-            << static_cast<int64_t>(r.items_per_s) << " " << r.items_name << "/s; wall time " << r.wall_s << " s\n"
+  const std::string stopped = r.hit_time_limit       ? ", stopped by --time-limit"
+                              : !r.stopped_by.empty() ? ", stopped by " + r.stopped_by
+                                                      : "";
+  std::cout << "trained " << r.steps - r.start_step << " steps this run (" << (r.start_step ? "resumed at step " : "")
+            << (r.start_step ? std::to_string(r.start_step) + ", " : "") << "now at step " << r.steps << " of "
+            << r.planned_steps << " planned" << stopped << "), " << r.items << " " << r.items_name << ": "
+            << static_cast<int64_t>(r.items_per_s) << " " << r.items_name << "/s; wall time " << r.wall_s << " s"
+            << (options.time_limit > 0 ? str(" (--time-limit ", options.time_limit, ")") : "")
+            << (r.final_evaluation_s > 0 ? str(", the final evaluation and save ", r.final_evaluation_s, " s") : "")
+            << "\n"
             << "memory: allocator peak " << format_bytes(r.peak_allocated_bytes) << ", process peak RSS "
             << format_bytes(r.peak_rss_bytes) << "\n";
   if (options.precision == amp::Precision::fp16)
     std::cout << "fp16: " << r.skipped_steps << " steps skipped for inf/NaN gradients, final loss scale " << r.loss_scale
               << "\n";
+  // What to do next, each a command that runs as printed (tests/cli/printed_hints_work.py runs them).
   if (!options.out_dir.empty()) {
-    const std::string& out = options.out_dir;
-    const std::string use = options.is_image_task() ? "evaluate with weft eval" : "sample with weft generate";
-    if (options.zero_stage() > 0 || options.tensor_parallel() || options.pipeline_parallel())
-      std::cout << "checkpoint: " << out << ", sharded (merge with weft ckpt consolidate " << out << " --out FILE, then "
-                << use << " --checkpoint FILE; resume with --resume " << out << " on any number of ranks)";
+    const std::string out = shell_quote(options.out_dir), weft = shell_quote(program_name());
+    const bool sharded = options.zero_stage() > 0 || options.tensor_parallel() || options.pipeline_parallel();
+    // A sharded checkpoint is read whole once merged, into a file beside the run's directory.
+    const std::string model =
+        sharded ? shell_quote(io::consolidated_file(options.out_dir)) : out;
+    std::cout << "checkpoint: " << out << (sharded ? ", one shard per rank" : "")
+              << "; metrics.jsonl and TensorBoard events beside it\n";
+    if (sharded) std::cout << "  merge:     " << weft << " ckpt consolidate " << out << " --out " << model << "\n";
+    if (options.is_image_task())
+      std::cout << "  evaluate:  " << weft << " eval --checkpoint " << model << "\n";
     else
-      std::cout << "checkpoint: " << out << " (" << use << " --checkpoint " << out << ", resume with --resume " << out << ")";
-    std::cout << "\nlogs: " << out
-              << "/metrics.jsonl and TensorBoard events (tensorboard --logdir " << out << ")\n";
+      std::cout << "  sample:    " << weft << " generate --checkpoint " << model << " --prompt 'The '\n";
+    // A run that reached its plan goes on only with a longer one; --steps counts from the start.
+    const bool finished = r.steps == r.planned_steps;
+    std::cout << (finished ? "  train on:  " : "  continue:  ")
+              << train::train_command(str("--resume ", out, finished ? str(" --steps ", 2 * r.steps) : std::string()))
+              << "\n"
+              << "  logs:      " << weft << " board --logdir " << out << "\n";
   }
   if (json) std::cout << r.to_json().dump() << "\n";
 }
@@ -128,7 +148,8 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_option("--model", o->model, "mlp | cnn | gpt")->check(one_of({"mlp", "cnn", "gpt"}))->capture_default_str();
   number_flag(t, "--steps", o->steps, "optimizer steps (instead of --epochs)");
   number_flag(t, "--epochs", o->epochs, "passes over the data, may be fractional (default: 2 for mlp and cnn, 1 for gpt)");
-  number_flag(t, "--time-limit", o->time_limit, "seconds of training; alone, it plans the step count (0: none)");
+  number_flag(t, "--time-limit", o->time_limit,
+              "seconds for the whole run, the final evaluation included; alone, it plans the step count (0: none)");
   number_flag(t, "--limit-train-batches", o->limit_train_batches, "an epoch is the first N batches (0: all)");
   number_flag(t, "--batch-size", o->batch_size, "samples per step (default: 128 images; 16 windows of --context tokens)");
   named_option(t, "--optimizer", o->optimizer, optim::parse_optimizer, optim::optimizer_name,
@@ -191,7 +212,12 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
               "steps between evaluations and checkpoints, 0: at the end (default: every epoch; gpt at the end)");
   number_flag(t, "--log-every", o->log_every, "steps between log records");
   t->add_option("--out", o->out_dir, "checkpoint, TensorBoard events and metrics.jsonl go here")->check(not_empty());
-  t->add_option("--resume", o->resume_dir, "continue the run saved in this directory")->check(not_empty());
+  t->add_option("--resume", o->resume_dir,
+                "continue the run saved in this directory, in place unless --out names another; flags not given "
+                "take the run's own (the model, data, batch, optimizer, precision; under mpirun its parallel layout)")
+      ->check(not_empty());
+  t->add_flag("--overwrite", o->overwrite,
+              "start over in an --out that holds a run: deletes that run's checkpoint, metrics and events first");
   number_flag(t, "--seed", o->seed, "the same seed gives the same run");
   number_flag(t, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)");
   number_flag(t, "--prefetch", o->prefetch, "batches prepared ahead in the background");
@@ -233,6 +259,13 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       number_flag(t, "--val-fraction", text.val_fraction, "GPT: documents held out for validation"),
       number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
   t->callback([&run, t, o, json, image_only, gpt_only] {
+    if (!o->resume_dir.empty()) {
+      // The same run, in place: the resumed run's own options fill every flag not given.
+      const bool launched_on_ranks = dist::launched_by_mpi() && dist::world().size > 1;
+      o->inherit_unset(train::saved_run_options(o->resume_dir),
+                       [t](const std::string& flag) { return t->get_option(flag)->count() > 0; }, launched_on_ranks);
+      if (o->out_dir.empty()) o->out_dir = o->resume_dir;
+    }
     for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
       WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ", o->model);
     if (o->text.data == std::vector<std::string>{"random"})

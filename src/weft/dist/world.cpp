@@ -1,7 +1,9 @@
 #include "weft/dist/world.h"
 
 #include <mpi.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -37,6 +39,11 @@ World start() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  MPI_Comm host;
+  WEFT_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &host) == MPI_SUCCESS,
+             Error, "MPI_Comm_split_type failed: cannot tell which ranks share this host");
+  MPI_Comm_size(host, &w.local_size);
+  MPI_Comm_free(&host);
   w.launched = true;
   return w;
 }
@@ -46,6 +53,12 @@ World start() {
 const World& world() {
   static const World w = start();
   return w;
+}
+
+int threads_per_local_rank() {
+  const World& w = world();
+  if (!w.launched || w.local_size == 1 || std::getenv("OMP_NUM_THREADS") != nullptr) return 0;
+  return std::max(1, omp_get_num_procs() / w.local_size);
 }
 
 }  // namespace weft::dist

@@ -16,11 +16,18 @@ struct World {
   int rank = 0;
   int size = 1;
   bool launched = false;  // started by a launcher: MPI is initialised
+  int local_size = 1;     // the ranks on this host (MPI_COMM_TYPE_SHARED), which share its cores
 };
 
 // Throws weft::Error when a launch is seen but MPI cannot be initialised, or gives less than
 // MPI_THREAD_MULTIPLE.
 const World& world();
+
+// Threads for each rank when the launch leaves them to weft (no OMP_NUM_THREADS): this process's
+// cores divided among the ranks on its host, at least 1. Every rank taking every core, as OpenMP
+// does by default, puts ranks x cores spinning threads on the cores: 4 ranks on 2 cores trained
+// 48 times slower than with a thread each. 0 when not launched or alone on the host.
+int threads_per_local_rank();
 
 // Whether the environment names a launch (without initialising anything).
 bool launched_by_mpi();

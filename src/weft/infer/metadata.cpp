@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/core/program.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/input_file.h"
@@ -53,8 +54,10 @@ void check_against_tensors(const nn::GPTConfig& config, const io::SafetensorsHea
 std::string model_file(const std::string& path) {
   if (!io::is_directory(path)) return path;
   const std::string current = io::current_checkpoint(path);
-  WEFT_CHECK(!io::is_sharded_checkpoint(current), ValueError, path, " is a sharded checkpoint (weft train --parallel "
-             "zero1|zero2|zero3): merge it into one file with weft ckpt consolidate ", path, " --out FILE and pass FILE");
+  const std::string merged = io::consolidated_file(path);
+  WEFT_CHECK(!io::is_sharded_checkpoint(current), ValueError, path, " is a sharded checkpoint, one shard per rank; "
+             "merge it into one file with ", shell_quote(program_name()), " ckpt consolidate ", shell_quote(path),
+             " --out ", shell_quote(merged), " and pass ", shell_quote(merged));
   return (fs::path(current) / "model.safetensors").string();
 }
 

@@ -61,6 +61,12 @@ std::string shard_file(const std::string& dir, int64_t rank, int64_t ranks) {
   return (fs::path(dir) / name).string();
 }
 
+std::string consolidated_file(const std::string& dir) {
+  fs::path path = fs::path(dir).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();
+  return path.string() + ".safetensors";
+}
+
 bool is_sharded_checkpoint(const std::string& dir) {
   std::error_code error;
   return fs::exists(fs::path(dir) / kShardIndex, error);

@@ -33,6 +33,9 @@ inline constexpr const char* kShardCheckpointId = "weft.checkpoint";
 
 std::string shard_file(const std::string& dir, int64_t rank, int64_t ranks);
 bool is_sharded_checkpoint(const std::string& dir);  // whether DIR/shards.json exists
+// Where weft suggests merging DIR's shards: DIR.safetensors, beside the directory ("runs/z/" ->
+// "runs/z.safetensors").
+std::string consolidated_file(const std::string& dir);
 // Writes DIR/shards.json (atomically). `tensors` as the index holds them.
 void write_shard_index(const std::string& dir, int64_t ranks, int64_t step, const std::string& id,
                        const std::map<std::string, std::string>& metadata, const nlohmann::json& tensors);

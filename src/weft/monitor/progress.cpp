@@ -28,6 +28,7 @@ ProgressBar::ProgressBar(std::ostream& out, std::string label, int64_t total, in
 void ProgressBar::update(int64_t done, const std::string& metrics) {
   auto now = std::chrono::steady_clock::now();
   if (first_done_ < 0) first_done_ = done - 1;
+  last_done_ = done;
   if (interactive_) {
     if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
   } else if (done % plain_every_ != 0 || done == total_) {
@@ -37,7 +38,7 @@ void ProgressBar::update(int64_t done, const std::string& metrics) {
   draw(done, metrics, !interactive_);
 }
 
-void ProgressBar::finish(const std::string& metrics) { draw(total_, metrics, true); }
+void ProgressBar::finish(const std::string& metrics) { draw(last_done_ < 0 ? total_ : last_done_, metrics, true); }
 
 void ProgressBar::draw(int64_t done, const std::string& metrics, bool final_line) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -59,6 +60,10 @@ void ProgressBar::draw(int64_t done, const std::string& metrics, bool final_line
   line += rate;
   if (interactive_) out_ << "\r\033[K" << line << (final_line ? "\n" : "") << std::flush;
   else out_ << line << '\n' << std::flush;
+}
+
+void ProgressBar::erase() {
+  if (interactive_) out_ << "\r\033[K" << std::flush;
 }
 
 bool stdout_is_terminal() { return isatty(STDOUT_FILENO) == 1; }

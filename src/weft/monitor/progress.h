@@ -17,7 +17,10 @@ class ProgressBar {
               int64_t plain_every = 100, std::string items = "samples");
   // `done` steps finished; `metrics` is shown after the counters ("loss 0.4123 acc 85.2%").
   void update(int64_t done, const std::string& metrics);
-  void finish(const std::string& metrics);  // the final state on its own line
+  // The last update's state on its own line: where the epoch stopped, which is its end unless
+  // the run was stopped early (a time limit, a signal).
+  void finish(const std::string& metrics);
+  void erase();  // on a terminal, clears the bar's line (a bar shown only while something runs)
 
  private:
   void draw(int64_t done, const std::string& metrics, bool final_line);
@@ -27,6 +30,7 @@ class ProgressBar {
   int64_t total_, items_per_step_, plain_every_;
   bool interactive_;
   int64_t first_done_ = -1;  // steps already done when the bar started (a resumed epoch)
+  int64_t last_done_ = -1;   // the last update's count
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
@@ -164,12 +165,46 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
   checkpoint.commit();
 }
 
+nlohmann::json saved_run_options(const std::string& dir) {
+  std::error_code error;
+  const bool directory = fs::is_directory(dir, error);
+  WEFT_CHECK(!error, IOError, dir, ": ", error.message());
+  WEFT_CHECK(directory, IOError, "--resume ", dir, ": no such directory (give the --out directory of an earlier "
+             "weft train)");
+  SavedTrainer saved = read_trainer_state(trainer_path(io::current_checkpoint(dir)));
+  nlohmann::json options = std::move(saved.state.options);
+  options["model"] = saved.model;
+  return options;
+}
+
+std::vector<std::string> run_files(const std::string& dir, bool remove) {
+  // What weft train writes into --out: the checkpoint directory's entries (io/checkpoint_dir.h),
+  // the files of checkpoints older than step directories, the metrics and TensorBoard's events.
+  static const std::set<std::string> names = {"latest", "model.safetensors", "optimizer.safetensors", "trainer.json",
+                                              "tokenizer.model", "shards.json", "metrics.jsonl"};
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (names.contains(name) || name.starts_with("step-") || name.starts_with(".tmp-step-") ||
+        name.starts_with("shard-") || name.starts_with("events.out.tfevents."))
+      found.push_back(name);
+  }
+  std::sort(found.begin(), found.end());
+  if (remove)
+    for (const std::string& name : found) {
+      fs::remove_all(fs::path(dir) / name, error);
+      WEFT_CHECK(!error, IOError, "--overwrite: cannot delete ", (fs::path(dir) / name).string(), ": ", error.message());
+    }
+  return found;
+}
+
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              const OptimizerStateIO& optimizer) {
   const std::string files = io::current_checkpoint(dir);
   SavedTrainer saved = read_trainer_state(trainer_path(files));
   WEFT_CHECK(saved.model == model_name, ValueError, "checkpoint ", dir, " holds a ", saved.model, " model, not ",
-             model_name);
+             model_name, "; resume it without --model, which then comes from the checkpoint");
   WEFT_CHECK(saved.optimizer == optimizer.name, ValueError, "checkpoint ", dir, " was trained with ",
              saved.optimizer, ", not ", optimizer.name, "; pass the same --optimizer to resume");
   TrainerState& state = saved.state;

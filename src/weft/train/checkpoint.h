@@ -48,6 +48,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -93,6 +94,14 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
 // Both save and load need every optimizer parameter to be one of the model's (ValueError).
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              const OptimizerStateIO& optimizer);
+
+// The options DIR's run recorded (TrainOptions::to_json()'s form, with "model" always there, for
+// checkpoints saved before options were), for a resume to continue that run;
+// IOError / FormatError naming the file when DIR holds no readable training checkpoint.
+nlohmann::json saved_run_options(const std::string& dir);
+// Whether DIR holds files of a weft train run (a checkpoint, metrics.jsonl, TensorBoard events),
+// and with `remove`, deletes those and nothing else. Returns what it found (or removed).
+std::vector<std::string> run_files(const std::string& dir, bool remove = false);
 
 // What one rank contributes to a sharded checkpoint.
 struct CheckpointShard {

@@ -22,7 +22,8 @@ data::ImageDataset load_image_dataset(const std::string& dataset, const std::str
   return data;
 }
 
-EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size, const LossFn& loss) {
+EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size, const LossFn& loss,
+                               const EvalProgress& progress) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -36,6 +37,7 @@ EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int
     Tensor logits = model(batch.inputs);
     loss_sum += loss(logits, batch.targets).item();
     correct += count_correct(logits, batch.targets);
+    if (progress) progress(begin / batch_size + 1, (data.size() + batch_size - 1) / batch_size);
   }
   model.train(was_training);
   EvalResult result;
@@ -66,6 +68,7 @@ class ImageTask : public Task {
 
   const TaskDefaults& defaults() const override { return kImageDefaults; }
   std::string model_name() const override { return model_; }
+  int64_t eval_samples() const override { return test_.size(); }
   std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const override {
     auto model = nn::make_image_classifier(model_);
     if (checkpoint_activations)
@@ -90,8 +93,9 @@ class ImageTask : public Task {
     return metadata;
   }
 
-  Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss) const override {
-    EvalResult r = evaluate_classifier(model, test_, batch_size, loss);
+  Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss,
+                      const EvalProgress& progress) const override {
+    EvalResult r = evaluate_classifier(model, test_, batch_size, loss, progress);
     char line[96];
     std::snprintf(line, sizeof line, "test accuracy %.2f%% (loss %.4g)", 100 * r.accuracy, r.loss);
     return {.loss = r.loss,

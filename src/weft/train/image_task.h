@@ -19,6 +19,6 @@ struct EvalResult {
   int64_t samples = 0;
 };
 EvalResult evaluate_classifier(nn::Module& model, const data::Dataset& data, int64_t batch_size = 1000,
-                               const LossFn& loss = summed_cross_entropy);
+                               const LossFn& loss = summed_cross_entropy, const EvalProgress& progress = {});
 
 }  // namespace weft::train

@@ -86,7 +86,7 @@ double unigram_loss(const data::TokenShard& train, const data::TokenShard& val, 
 
 // Mean cross-entropy (nats per token) over the first `max_windows` non-overlapping windows (0: all).
 double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t batch_size, int64_t max_windows,
-                       const LossFn& loss) {
+                       const LossFn& loss, const EvalProgress& progress) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -99,6 +99,7 @@ double validation_loss(nn::Module& model, const data::TokenDataset& val, int64_t
     data::Batch batch = val.get_batch(indices);
     Tensor logits = model(batch.inputs);
     loss_sum += loss(logits.view({batch.targets.numel(), logits.size(-1)}), batch.targets.reshape({-1})).item();
+    if (progress) progress(begin / batch_size + 1, (windows + batch_size - 1) / batch_size);
   }
   model.train(was_training);
   return loss_sum / static_cast<double>(windows * val.context());
@@ -166,6 +167,7 @@ class LanguageTask : public Task {
 
   const TaskDefaults& defaults() const override { return kTextDefaults; }
   std::string model_name() const override { return "gpt"; }
+  int64_t eval_samples() const override { return eval_windows_ > 0 ? std::min(eval_windows_, val_->size()) : val_->size(); }
   std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const override {
     auto model = std::make_shared<nn::GPT>(config_);
     model->set_checkpoint_activations(checkpoint_activations);
@@ -189,8 +191,9 @@ class LanguageTask : public Task {
 
   // Nats per token; bits per byte spreads the loss in bits over the bytes the validation tokens
   // decode to, which makes tokenizers comparable (NaN for random tokens: they decode to nothing).
-  Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss_fn) const override {
-    const double loss = validation_loss(model, *val_, batch_size, eval_windows_, loss_fn);
+  Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss_fn,
+                      const EvalProgress& progress) const override {
+    const double loss = validation_loss(model, *val_, batch_size, eval_windows_, loss_fn, progress);
     const double bits_per_byte = loss * kBitsPerNat * tokens_per_byte_;
     Evaluation e{.loss = loss,
                  .scalars = {{"val/loss", loss}},

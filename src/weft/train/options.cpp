@@ -138,6 +138,9 @@ void TrainOptions::validate() const {
     WEFT_CHECK(1 <= *profile_first_step && *profile_first_step <= *profile_last_step && *profile_last_step <= kMaxSteps,
                ValueError, "--profile-steps: must be FIRST:LAST with 1 <= FIRST <= LAST <= ", kMaxSteps, ", got '",
                *profile_first_step, ":", *profile_last_step, "'");
+  WEFT_CHECK(!overwrite || !out_dir.empty(), ValueError, "--overwrite: deletes the run in --out, and no --out is given");
+  WEFT_CHECK(!overwrite || out_dir != resume_dir, ValueError, "--overwrite: would delete the run that --resume ",
+             resume_dir, " continues; continue it without --overwrite, or start a new run in another --out");
   check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
   check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
   check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});
@@ -154,6 +157,65 @@ void TrainOptions::validate() const {
   check_flag("--dropout", text.dropout, {.min = 0, .max = 1, .max_open = true});
   check_flag("--val-fraction", text.val_fraction, {.min = 0, .max = 1, .min_open = true, .max_open = true});
   check_flag("--eval-windows", text.eval_windows, {.min = 0});
+}
+
+void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::function<bool(const std::string& flag)>& given,
+                                 bool keep_layout) {
+  // A field is taken when its flag was not given and the run recorded a value (null: the run took
+  // the task's default, which this run takes too).
+  auto take = [&](const std::string& flag, const char* key, auto& field) {
+    if (given(flag) || !saved.contains(key) || saved[key].is_null()) return;
+    using Field = std::remove_reference_t<decltype(field)>;
+    try {
+      if constexpr (requires { typename Field::value_type; } && !std::is_same_v<Field, std::string> &&
+                    !std::is_same_v<Field, std::vector<std::string>>)
+        field = saved[key].template get<typename Field::value_type>();  // a std::optional
+      else
+        field = saved[key].template get<Field>();
+    } catch (const nlohmann::json::exception&) {
+      throw FormatError(str("the resumed run's recorded options: \"", key, "\" is ", saved[key].dump(),
+                            ", not a value of ", flag));
+    }
+  };
+  take("--model", "model", model);
+  std::string optimizer_text = optim::optimizer_name(optimizer), precision_text = amp::precision_name(precision);
+  take("--optimizer", "optimizer", optimizer_text);
+  optimizer = optim::parse_optimizer(optimizer_text);
+  take("--precision", "precision", precision_text);
+  precision = amp::parse_precision(precision_text);
+  // Options that only mean something beside another: taken with it, or not at all.
+  if (!given("--precision")) take("--master-weights", "master_weights", master_weights);
+  if (!given("--schedule")) take("--warmup", "warmup", warmup);
+  take("--schedule", "schedule", schedule);
+  if (!given("--optimizer")) {
+    take("--lr", "lr", lr);
+    take("--weight-decay", "weight_decay", weight_decay);
+  }
+  take("--batch-size", "batch_size", batch_size);
+  take("--grad-accum", "grad_accum", grad_accum);
+  take("--clip-grad", "clip_grad", clip_grad);
+  take("--checkpoint-activations", "checkpoint_activations", checkpoint_activations);
+  take("--auto-batch", "auto_batch", auto_batch);
+  take("--eval-every", "eval_every", eval_every);
+  take("--limit-train-batches", "limit_train_batches", limit_train_batches);
+  take("--seed", "seed", seed);
+  if (keep_layout && !given("--parallel")) {
+    take("--parallel", "parallel", parallel);
+    take("--tp", "tp", tp);
+    take("--pp", "pp", pp);
+    take("--pp-schedule", "pp_schedule", pp_schedule);
+    take("--grad-compress", "grad_compress", grad_compress);
+    take("--sync-every", "sync_every", sync_every);
+    take("--bucket-mb", "bucket_mb", bucket_mb);
+  }
+  if (is_image_task()) {
+    take("--dataset", "dataset", image.dataset);
+    take("--data-dir", "data_dir", image.data_dir);
+  } else {
+    take("--data", "data", text.data);
+    take("--val-fraction", "val_fraction", text.val_fraction);
+    take("--eval-windows", "eval_windows", text.eval_windows);
+  }
 }
 
 nlohmann::json TrainOptions::to_json() const {

@@ -8,6 +8,7 @@
 // core/flag_value.h; the bounds below are part of it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +102,9 @@ struct TrainOptions {
   int64_t log_every = 50;             // steps between log records (TensorBoard, metrics.jsonl, plain progress)
   std::string out_dir;                // "": no checkpoint or logs
   std::string resume_dir;             // "": start fresh
+  // --out on a directory that holds another run is refused unless this is set, and then the old
+  // run's files (checkpoints, metrics, events) are deleted first; other files there are kept.
+  bool overwrite = false;
 
   // Profiling (docs/profiler.md): steps first..last (counted from 1, both included) are recorded
   // into a Chrome trace at `profile_trace`, and a table of the ops is printed at the end. The
@@ -125,6 +129,14 @@ struct TrainOptions {
   // CLI calls it as soon as the flags are parsed, train() before it reads anything.
   void validate() const;
   nlohmann::json to_json() const;
+  // Resuming continues the same run: every option of the run itself (the model, its data, the
+  // batch, the optimizer and its schedule, the precision) that `given(flag)` says was not on the
+  // command line takes its value from the checkpoint's recorded options (`saved`, to_json()'s
+  // form). How long to train and the machine's settings are not inherited: a resumed run keeps its
+  // own plan of steps (train/trainer.cpp). The parallel layout is, with `keep_layout` (a launch of
+  // several ranks); one process resumes any layout's checkpoint whole.
+  void inherit_unset(const nlohmann::json& saved, const std::function<bool(const std::string& flag)>& given,
+                     bool keep_layout);
 };
 
 }  // namespace weft::train

@@ -47,6 +47,9 @@ struct TaskDefaults {
   int64_t eval_batch = 0;             // samples per evaluation batch; 0: the training batch size
 };
 
+// Called after each evaluation batch with the batches done and their total, for a progress bar.
+using EvalProgress = std::function<void(int64_t batches_done, int64_t batches)>;
+
 struct Evaluation {
   double loss = 0;         // mean cross-entropy on the held-out data: a non-finite one stops the run
   nlohmann::json scalars;  // for the metrics log: {"test/accuracy": 0.9, ...}
@@ -78,7 +81,10 @@ class Task {
 
   // The held-out data, in batches of `batch_size` samples, under NoGradGuard and eval mode, its
   // loss measured with `loss` (the one training uses).
-  virtual Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss) const = 0;
+  virtual Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss,
+                              const EvalProgress& progress) const = 0;
+  // How many samples evaluate() takes, to price an evaluation before it runs (--time-limit).
+  virtual int64_t eval_samples() const = 0;
 
   // What a reader needs besides the weights, kept in model.safetensors' metadata.
   virtual std::map<std::string, std::string> checkpoint_metadata() const { return {}; }

@@ -15,11 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "weft/amp/grad_scaler.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/allocator.h"
 #include "weft/core/flag_value.h"
 #include "weft/core/random.h"
+#include "weft/core/program.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
 #include "weft/dist/ddp.h"
@@ -260,9 +263,11 @@ const TaskDefaults& task_defaults(const std::string& model) {
 }
 
 nlohmann::json TrainResult::to_json() const {
-  nlohmann::json j = {{"model", model}, {"params", params}, {"steps", steps}, {"planned_steps", planned_steps},
+  nlohmann::json j = {{"model", model}, {"params", params}, {"steps", steps}, {"start_step", start_step},
+                      {"planned_steps", planned_steps},
                       {items_name, items}, {"train_" + items_name + "_per_s", items_per_s},
                       {"train_loss", train_loss}, {"wall_s", wall_s},
+                      {"final_evaluation_s", final_evaluation_s},
                       {"peak_allocated_bytes", peak_allocated_bytes}, {"peak_rss_bytes", peak_rss_bytes},
                       {"steps_peak_allocated_bytes", steps_peak_allocated_bytes},
                       {"batch_size", batch_size}, {"micro_batch", micro_batch}, {"skipped_steps", skipped_steps},
@@ -295,6 +300,16 @@ CheckpointShard zero_shard(const dist::ZeroDataParallel& zero, const nn::Module&
     }
   }
   return shard;
+}
+
+std::string train_command(const std::string& args) {
+  const dist::World& w = dist::world();
+  std::string launch;
+  // Open MPI refuses root unless told, as this launch was (by the flag or its two variables).
+  if (w.size > 1)
+    launch = str("mpirun", geteuid() == 0 ? " --allow-run-as-root" : "", " -np ", w.size,
+                 w.local_size > static_cast<int>(std::thread::hardware_concurrency()) ? " --oversubscribe " : " ");
+  return str(launch, shell_quote(program_name()), " train ", args);
 }
 
 TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive,
@@ -371,7 +386,13 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   WEFT_CHECK(rank_batch % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
              replicas > 1 ? str(": ", rank_batch, " on each of ", replicas, ranks_name) : std::string(", the task's default"),
              ") so that every micro-batch has batch-size / grad-accum samples, got '", o.grad_accum, "'");
-  if (o.threads > 0) set_num_threads(o.threads);
+  if (o.threads > 0) {
+    set_num_threads(o.threads);
+  } else if (const int shared = dist::threads_per_local_rank(); shared > 0) {
+    set_num_threads(shared);
+    log << "threads: " << shared << " per rank, the cores shared among the " << dist::world().local_size
+        << " ranks on this host (--threads N to choose)\n";
+  }
   if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
 
   // The output directory is ours before anything is read or written, for the whole run.
@@ -383,6 +404,28 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     std::filesystem::create_directories(o.out_dir, error);
     if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
     out_lock.emplace(o.out_dir, str("weft train --model ", o.model));
+    // Another run's files are never replaced unasked: its checkpoint, metrics and events.
+    if (!same_directory(o.resume_dir, o.out_dir)) {
+      const std::vector<std::string> found = run_files(o.out_dir);
+      std::string what;
+      for (const auto& [file, kind] : {std::pair{"latest", "a checkpoint"}, {"model.safetensors", "a checkpoint"},
+                                       {"metrics.jsonl", "metrics.jsonl"}, {"events.out.tfevents.", "TensorBoard events"}})
+        if (std::any_of(found.begin(), found.end(), [&](const std::string& f) { return f.starts_with(file); }) &&
+            what.find(kind) == std::string::npos)
+          what += str(what.empty() ? "" : ", ", kind);
+      // Only a checkpoint can be continued; the logs of a run that saved none can only be replaced.
+      const bool resumable = what.starts_with("a checkpoint");
+      WEFT_CHECK(found.empty() || o.overwrite, ValueError, "--out ", o.out_dir, ": holds ",
+                 resumable ? "a run already (" : "the logs of a run that saved no checkpoint (",
+                 what.empty() ? found.front() : what, "); ",
+                 resumable ? str("continue it with ", train_command("--resume " + shell_quote(o.out_dir)), ", or ")
+                           : std::string(),
+                 "pass --overwrite to delete ", resumable ? "that run" : "them", " and start a new one there");
+      if (o.overwrite && !found.empty()) {
+        run_files(o.out_dir, /*remove=*/true);
+        log << "--overwrite: deleted the run in " << o.out_dir << "\n";
+      }
+    }
   }
 
   // The task loads its data: a memory limit below what that alone takes is no matter of batch size.
@@ -554,6 +597,14 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     pipeline_busy += t.pipeline.seconds;
     return t.tally;
   };
+  // --time-limit covers the final evaluation and the save after it: the seconds the last one took,
+  // or before any, the held-out samples at a third of a training step's time each (a forward
+  // without the backward's two products).
+  double last_evaluation_s = -1;
+  auto evaluation_estimate = [&](double step_seconds) {
+    if (last_evaluation_s >= 0) return last_evaluation_s;
+    return static_cast<double>(task->eval_samples()) * step_seconds / static_cast<double>(rank_batch) / 3;
+  };
   WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
              ValueError, "--epochs: must be at most ", shortest(static_cast<double>(kMaxSteps) / steps_per_epoch),
              " at ", steps_per_epoch, " steps per epoch (a run is at most ", kMaxSteps, " steps), got '",
@@ -577,17 +628,20 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     }
     optimizer->zero_grad();
     default_generator().set_state(rng);
-    // The update and evaluation add to a step's time: plan on 10% more.
+    // The update adds to a step's time: plan on 10% more. The final evaluation comes out of the
+    // same budget.
     const double per_step = 1.1 * seconds / 3;
-    const double steps_in_time =
-        std::max(1.0, std::min((o.time_limit - seconds_since(start)) / per_step, static_cast<double>(kMaxSteps)));
+    const double steps_in_time = std::max(
+        1.0, std::min((o.time_limit - seconds_since(start) - evaluation_estimate(per_step)) / per_step,
+                      static_cast<double>(kMaxSteps)));
     planned_steps = state.step + static_cast<int64_t>(steps_in_time);
     if (distributed) {  // every rank takes rank 0's plan
       Tensor plan = Tensor::scalar(static_cast<double>(planned_steps), DType::i64);
       group.broadcast(plan, 0);
       planned_steps = static_cast<int64_t>(plan.item());
     }
-    log << "time limit " << o.time_limit << " s: about " << per_step << " s per step, planning " << planned_steps
+    log << "time limit " << o.time_limit << " s: about " << per_step << " s per step and "
+        << fixed(evaluation_estimate(per_step), 1) << " s for the final evaluation, planning " << planned_steps
         << " steps\n";
   }
   if (planned_steps == 0) planned_steps = std::llround(std::ceil(d.epochs * steps_per_epoch));
@@ -622,6 +676,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule},
                   {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
                   {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
+                  {"threads", get_num_threads()},
                   {"out", o.out_dir}, {"parallel", !distributed ? "none" : o.parallel.empty() ? "ddp" : o.parallel},
                   {"ranks", world}, {"tp", tp}, {"pp", pp}, {"pp_schedule", options.pp_schedule}, {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
                   {"sync_every", o.sync_every}, {"all_reduced_bytes_per_step", ddp ? ddp->all_reduced_bytes() : 0}};
@@ -690,11 +745,22 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
   // the checkpoint.
   auto evaluate = [&] {
+    const Clock::time_point evaluation_start = Clock::now();
     if (local_sgd && state.step % o.sync_every != 0) average_parameters();
+    // A bar on a terminal: a GPT's validation can take as long as many steps.
+    std::optional<monitor::ProgressBar> eval_bar;
+    const EvalProgress progress = [&](int64_t done, int64_t batches) {
+      if (!interactive) return;
+      if (!eval_bar) eval_bar.emplace(log, "evaluating", batches, 1, true, 1, "batches");
+      eval_bar->update(done, "");
+      if (done == batches) eval_bar->erase();
+    };
     Evaluation e;
     for (;;) {
       try {
-        e = task->evaluate(pipeline_forward ? static_cast<nn::Module&>(*pipeline_forward) : *model, eval_batch, loss_fn);
+        eval_bar.reset();
+        e = task->evaluate(pipeline_forward ? static_cast<nn::Module&>(*pipeline_forward) : *model, eval_batch, loss_fn,
+                           progress);
         break;
       } catch (const OutOfMemoryError& error) {
         if (!o.auto_batch || eval_batch == 1) throw;
@@ -713,6 +779,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       log << "; checkpoint in " << o.out_dir;
     }
     log << "\n";
+    last_evaluation_s = seconds_since(evaluation_start);
   };
 
   std::optional<StepProfiler> profiler;
@@ -729,7 +796,6 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   const int64_t bytes_before = bytes_communicated();
   const int64_t first_step = state.step;
   const StopOnSignal stop;
-  const Clock::time_point loop_start = Clock::now();
   double train_seconds = 0;
   double window_loss = 0, epoch_loss = 0;
   int64_t window_items = 0, window_correct = 0, window_steps = 0, epoch_items = 0, epoch_correct = 0;
@@ -758,7 +824,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     StepTally tally = take_gradients(*batch, backward_norm ? &*backward_norm : nullptr);
     // What ends the run is decided once for every rank: a signal or the time limit one rank saw
     // first, a loss that stopped being a number on any; the loss and counts logged are the batch's.
-    bool stop_now = !stop.received().empty(), time_up = o.time_limit > 0 && seconds_since(loop_start) >= o.time_limit;
+    const double average_step_s = (train_seconds + seconds_since(step_start)) / static_cast<double>(state.step + 1 - first_step);
+    bool stop_now = !stop.received().empty(),
+         time_up = o.time_limit > 0 && seconds_since(start) + evaluation_estimate(average_step_s) >= o.time_limit;
     if (distributed) {
       Tensor agreed = Tensor::from_vector<double>(
           {tally.loss_sum, static_cast<double>(items), static_cast<double>(tally.correct), stop_now ? 1.0 : 0.0,
@@ -839,7 +907,10 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     if (time_up && !last) {
       if (bar) bar->finish(shown);
       result.hit_time_limit = true;
-      log << "time limit of " << o.time_limit << " s reached at step " << state.step << " of " << planned_steps << "\n";
+      log << "time limit of " << o.time_limit << " s: stopped after step " << state.step << " of " << planned_steps
+          << " at " << fixed(seconds_since(start), 1) << " s, leaving about "
+          << fixed(evaluation_estimate(train_seconds / static_cast<double>(state.step - first_step)), 1)
+          << " s for the final evaluation\n";
       break;
     }
     if (stop_now && !last) {
@@ -866,13 +937,15 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   if (result.stopped_by.empty() || state.step == planned_steps) {
     result.stopped_by.clear();
     evaluate();
+    result.final_evaluation_s = last_evaluation_s;
   } else {
     // Preempted: the checkpoint first, and no evaluation, which may take longer than the notice.
     log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
     if (local_sgd && state.step % o.sync_every != 0) average_parameters();
     if (saving) {
       save();
-      log << "; checkpoint in " << o.out_dir << " (continue with --resume " << o.out_dir << ")";
+      log << "; checkpoint in " << o.out_dir << " (continue with " << train_command("--resume " + shell_quote(o.out_dir))
+          << ")";
     } else {
       log << "; nothing saved (no --out)";
     }
@@ -881,6 +954,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   if (profiler) result.profile = profiler->finish(o.profile_trace, low_precision, log);
 
   result.steps = state.step;
+  result.start_step = first_step;
   result.micro_batch = micro_batch;
   if (scaler) {
     result.skipped_steps = scaler->skipped_steps();

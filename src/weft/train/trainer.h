@@ -28,11 +28,13 @@ struct TrainResult {
   std::string model;
   int64_t params = 0;
   int64_t steps = 0;        // optimizer steps taken, resumed ones included
+  int64_t start_step = 0;   // where this run began: the resumed checkpoint's step, else 0
   int64_t planned_steps = 0;
   int64_t items = 0;        // samples or tokens (the task's items) trained on in this run
   double train_loss = 0;    // mean per prediction over the last logging window
   double items_per_s = 0;   // training steps only (no evaluation, no checkpointing)
   double wall_s = 0;        // the whole call
+  double final_evaluation_s = 0;  // the last evaluation and the save after it (0: stopped by a signal)
   int64_t peak_allocated_bytes = 0, peak_rss_bytes = 0;
   // The allocator's peak over the training loop, before the final evaluation and save (what weft
   // plan predicts; with --eval-every the loop's own evaluations are in it).
@@ -63,5 +65,10 @@ struct TrainResult {
 // of the launch; rank 0 of the group logs and writes). Bad options → ValueError naming the flag.
 TrainResult train(const TrainOptions& options, std::ostream& log, bool interactive,
                   dist::ProcessGroup& group = dist::ProcessGroup::world());
+
+// The command that runs `weft train ARGS` the way this process was started: under mpirun with
+// this launch's number of ranks when there is one (--oversubscribe when they outnumber the cores,
+// --allow-run-as-root for root).
+std::string train_command(const std::string& args);
 
 }  // namespace weft::train
