@@ -23,8 +23,8 @@ const char* board_page() {
   #smoothing-value { min-width: 2.5em; font-variant-numeric: tabular-nums; }
   #status { color: #666; font-size: 0.9em; }
   #legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; margin-bottom: 0.8em; max-height: 7.5em; overflow-y: auto; }
-  #legend span { display: inline-flex; align-items: center; max-width: 28em; }
-  #legend .name { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  #legend > span { display: inline-flex; align-items: center; max-width: 28em; }
+  #legend .name { min-width: 0; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
   #legend i { flex: none; width: 1.5em; height: 0.3em; margin-right: 0.4em; }
   #charts { display: flex; flex-wrap: wrap; gap: 1em; }
   .chart { border: 1px solid #ddd; border-radius: 4px; padding: 0.5em; width: 420px; }
