@@ -27,7 +27,7 @@ const char* board_page() {
   #legend .name { min-width: 0; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
   #legend i { flex: none; width: 1.5em; height: 0.3em; margin-right: 0.4em; }
   #charts { display: flex; flex-wrap: wrap; gap: 1em; }
-  .chart { border: 1px solid #ddd; border-radius: 4px; padding: 0.5em; width: 420px; }
+  .chart { border: 1px solid #ddd; border-radius: 4px; padding: 0.5em; width: 400px; }
   .chart h2 { font-size: 1em; margin: 0 0 0.3em 0; font-weight: 600; overflow-wrap: anywhere; }
   .chart .hover { font-size: 0.8em; color: #444; min-height: 1.2em; font-variant-numeric: tabular-nums;
                   overflow-wrap: anywhere; }
@@ -63,7 +63,7 @@ const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
                  "#bcbd22", "#17becf"];
 // Past the palette, hues a golden angle apart: many runs stay told apart instead of repeating colours.
 const colourOf = i => i < palette.length ? palette[i] : `hsl(${(i * 137.508) % 360}, 65%, 42%)`;
-const width = 420, height = 240, padLeft = 58, padRight = 14, padTop = 10, padBottom = 34;
+const width = 400, height = 240, padLeft = 58, padRight = 14, padTop = 10, padBottom = 34;
 const svgNS = "http://www.w3.org/2000/svg";
 let board = null;
 let refreshes = 0;
