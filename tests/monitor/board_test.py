@@ -4,7 +4,8 @@ training runs, one of which evaluated once, a run whose loss went to NaN and inf
 whose event file is corrupt, every raw point the page plots is the value the event files hold (read
 here by a decoder of their own), a one-point series shows as a marker where the axes put its value,
 ticks fall on 1, 2 or 5 x 10^k and their labels read back as their values (bytes in KiB/MiB/GiB),
-NaN and infinity are named rather than drawn, a corrupt file is shown as skipped with the reader's
+NaN and infinity are named rather than drawn, the charts are grouped by tag prefix, the legend
+hides and shows runs, a corrupt file is shown as skipped with the reader's
 reason while the other runs plot, and the smoothing slider moves the smoothed lines but not the raw
 points. A --logdir that is itself a run names it after its directory; one whose runs hold no
 scalars says so. Screenshots of the page go to the working directory (ctest's: the build directory).
@@ -251,6 +252,18 @@ with tempfile.TemporaryDirectory() as tmp:
         runs = legend(driver)
         check(sorted(runs) == sorted({run for _, run in expected} | {"diverged"}),
               "the legend names the four runs: %s" % runs)
+        groups = driver.execute_script(
+            "return [...document.querySelectorAll('section.group')].map(g => [g.dataset.group,"
+            " [...g.querySelectorAll('.chart')].map(c => c.dataset.tag)]);")
+        check([g for g, _ in groups] == ["memory", "test", "train"]
+              and all(tag.startswith(g + "/") for g, tags in groups for tag in tags)
+              and sum(len(tags) for _, tags in groups) == len({tag for tag, _ in expected}),
+              "the charts are grouped by their tag's first component: %s" % groups)
+        driver.find_element(By.CSS_SELECTOR, '#legend > span[data-run="first"]').click()
+        check("first" not in {run for _, run in plotted(driver, "raw")} and len(legend(driver)) == 4,
+              "clicking a run in the legend hides its lines and keeps it in the legend")
+        driver.find_element(By.CSS_SELECTOR, '#legend > span[data-run="first"]').click()
+        check(plotted(driver, "raw") == raw, "clicking it again shows them")
         skipped = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#skipped li")]
         check(len(skipped) == 1 and skipped[0].startswith("skipped corrupt/events.out.tfevents.1.test.1.0: ")
               and "CRC-32C does not match" in skipped[0], "the corrupt file is shown as skipped, with why: %s" % skipped)

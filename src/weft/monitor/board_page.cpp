@@ -7,7 +7,8 @@ namespace weft::monitor {
 // ones exactly as the event files hold them); a series of one point is also drawn as a
 // circle.marker with data-run, data-step and data-value; each axis label (text.tick, with
 // data-axis "x" or "y") carries the data-value it stands for; .nonfinite says which values a chart
-// could not draw. body gets data-ready="true" after the first drawing and data-refreshes counts the
+// could not draw; charts sit in section.group by data-group, their tag's first component; clicking
+// a legend entry (#legend > span, data-run) hides or shows that run's lines. body gets data-ready="true" after the first drawing and data-refreshes counts the
 // drawings; #skipped lists the files the server could not read, #empty shows when no run has scalars.
 const char* board_page() {
   return R"html(<!doctype html>
@@ -23,12 +24,14 @@ const char* board_page() {
   #smoothing-value { min-width: 2.5em; font-variant-numeric: tabular-nums; }
   #status { color: #666; font-size: 0.9em; }
   #legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; margin-bottom: 0.8em; max-height: 7.5em; overflow-y: auto; }
-  #legend > span { display: inline-flex; align-items: center; max-width: 28em; }
+  #legend > span { display: inline-flex; align-items: center; max-width: 28em; cursor: pointer; user-select: none; }
+  #legend > span.hidden { opacity: 0.35; text-decoration: line-through; }
   #legend .name { min-width: 0; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
   #legend i { flex: none; width: 1.5em; height: 0.3em; margin-right: 0.4em; }
-  #charts { display: flex; flex-wrap: wrap; gap: 1em; }
+  .group h2 { font-size: 1.1em; margin: 1em 0 0.5em 0; color: #444; }
+  .group .grid { display: flex; flex-wrap: wrap; gap: 1em; }
   .chart { border: 1px solid #ddd; border-radius: 4px; padding: 0.5em; width: 400px; }
-  .chart h2 { font-size: 1em; margin: 0 0 0.3em 0; font-weight: 600; overflow-wrap: anywhere; }
+  .chart h3 { font-size: 1em; margin: 0 0 0.3em 0; font-weight: 600; overflow-wrap: anywhere; }
   .chart .hover { font-size: 0.8em; color: #444; min-height: 1.2em; font-variant-numeric: tabular-nums;
                   overflow-wrap: anywhere; }
   .chart .nonfinite { font-size: 0.8em; color: #b00; }
@@ -67,6 +70,7 @@ const width = 400, height = 240, padLeft = 58, padRight = 14, padTop = 10, padBo
 const svgNS = "http://www.w3.org/2000/svg";
 let board = null;
 let refreshes = 0;
+const hiddenRuns = new Set();  // runs the user clicked off in the legend, kept across refreshes
 
 // TensorBoard's smoothing: an exponential moving average, debiased so that the first points are
 // not pulled towards zero.
@@ -136,7 +140,7 @@ function drawChart(tag, series, weight) {
   const box = document.createElement("div");
   box.className = "chart";
   box.dataset.tag = tag;
-  const title = document.createElement("h2");
+  const title = document.createElement("h3");
   title.textContent = tag;
   box.appendChild(title);
   const finite = series.map(s => s.points.filter(p => Number.isFinite(p[2])));
@@ -223,13 +227,18 @@ function draw() {
   legend.replaceChildren(...board.runs.map(r => {
     const item = document.createElement("span");
     item.dataset.run = r.name;
-    item.title = r.name;
+    item.title = r.name + " (click to hide or show)";
     const swatch = document.createElement("i");
     swatch.style.background = colour.get(r.name);
     const name = document.createElement("span");
     name.className = "name";
     name.textContent = r.name;
     item.append(swatch, name);
+    item.classList.toggle("hidden", hiddenRuns.has(r.name));
+    item.addEventListener("click", () => {
+      if (!hiddenRuns.delete(r.name)) hiddenRuns.add(r.name);
+      draw();
+    });
     return item;
   }));
   const skipped = document.getElementById("skipped");
@@ -243,10 +252,28 @@ function draw() {
   empty.hidden = board.runs.length > 0;
   empty.textContent = `No scalars under ${board.logdir} yet: a run appears here once weft train has logged its ` +
                       "first step (the page reads the files again every 5 seconds).";
-  const tags = [...new Set(board.runs.flatMap(r => Object.keys(r.tags)))].sort();
-  const charts = tags.map(tag => drawChart(tag, board.runs.filter(r => tag in r.tags).map(
-      r => ({run: r.name, colour: colour.get(r.name), points: r.tags[tag]})), weight));
-  document.getElementById("charts").replaceChildren(...charts);
+  // As in TensorBoard, the charts are grouped by their tag's first component: train/, test/, memory/.
+  const shown = board.runs.filter(r => !hiddenRuns.has(r.name));
+  const tags = [...new Set(shown.flatMap(r => Object.keys(r.tags)))].sort();
+  const groups = new Map();
+  for (const tag of tags) {
+    const group = tag.includes("/") ? tag.slice(0, tag.indexOf("/")) : "";
+    if (!groups.has(group)) groups.set(group, []);
+    groups.get(group).push(drawChart(tag, shown.filter(r => tag in r.tags).map(
+        r => ({run: r.name, colour: colour.get(r.name), points: r.tags[tag]})), weight));
+  }
+  document.getElementById("charts").replaceChildren(...[...groups].map(([name, charts]) => {
+    const section = document.createElement("section");
+    section.className = "group";
+    section.dataset.group = name;
+    const title = document.createElement("h2");
+    title.textContent = name || "(no group)";
+    const grid = document.createElement("div");
+    grid.className = "grid";
+    grid.append(...charts);
+    section.append(title, grid);
+    return section;
+  }));
   refreshes += 1;
   document.body.dataset.refreshes = refreshes;
   document.body.dataset.ready = "true";
