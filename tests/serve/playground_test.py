@@ -103,6 +103,7 @@ with tempfile.TemporaryDirectory() as tmp:
         from selenium.webdriver.support.select import Select
         Select(driver.find_element(By.ID, "model")).select_by_value("lm")
         check("No completion yet" in placeholder(driver, "completion"), "before a completion, its place says so")
+        screenshot(driver, "playground_gpt_empty.png")
         prompt = driver.find_element(By.ID, "prompt")
         prompt.clear()
         prompt.send_keys("Hello")

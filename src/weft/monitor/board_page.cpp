@@ -8,8 +8,9 @@ namespace weft::monitor {
 // circle.marker with data-run, data-step and data-value; each axis label (text.tick, with
 // data-axis "x" or "y") carries the data-value it stands for; .nonfinite says which values a chart
 // could not draw; charts sit in section.group by data-group, their tag's first component; clicking
-// a legend entry (#legend > span, data-run) hides or shows that run's lines. body gets data-ready="true" after the first drawing and data-refreshes counts the
-// drawings; #skipped lists the files the server could not read, #empty shows when no run has scalars.
+// a legend entry (#legend > span, data-run) hides or shows that run's lines. body gets
+// data-ready="true" after the first drawing and data-refreshes counts the drawings; #skipped lists
+// the files the server could not read, #empty shows when no run has scalars.
 const char* board_page() {
   return R"html(<!doctype html>
 <html lang="en">
@@ -23,7 +24,8 @@ const char* board_page() {
   #controls { display: flex; align-items: center; gap: 0.5em; }
   #smoothing-value { min-width: 2.5em; font-variant-numeric: tabular-nums; }
   #status { color: #666; font-size: 0.9em; }
-  #legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; margin-bottom: 0.8em; max-height: 7.5em; overflow-y: auto; }
+  #legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; margin-bottom: 0.8em; max-height: 7.5em;
+            overflow-y: auto; }
   #legend > span { display: inline-flex; align-items: center; max-width: 28em; cursor: pointer; user-select: none; }
   #legend > span.hidden { opacity: 0.35; text-decoration: line-through; }
   #legend .name { min-width: 0; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
@@ -107,9 +109,10 @@ function compact(value, digits) {
 }
 
 const byteUnits = ["B", "KiB", "MiB", "GiB", "TiB"];
-const isBytes = tag => /bytes/.test(tag);
+const isBytes = tag => /bytes$/.test(tag);
 // The power of 1024 whose unit writes `value` with one to four digits before the point.
-const byteExponent = value => Math.max(0, Math.min(byteUnits.length - 1, Math.floor(Math.log2(Math.abs(value) || 1) / 10)));
+const byteExponent = value =>
+    Math.max(0, Math.min(byteUnits.length - 1, Math.floor(Math.log2(Math.abs(value) || 1) / 10)));
 
 function valueText(tag, value) {
   if (!isBytes(tag) || typeof value !== "number") return compact(value, 4);
@@ -132,9 +135,9 @@ function ticks(lo, hi, step) {
   return values;
 }
 
-// Enough significant digits for neighbouring ticks to read differently.
-const tickDigits = (values, step) =>
-    Math.max(1, Math.floor(Math.log10(Math.max(...values.map(Math.abs), step))) - Math.floor(Math.log10(step)) + 1);
+// Enough significant digits for neighbouring ticks to read differently (a float32 has no more than 9).
+const tickDigits = (values, step) => Math.min(9, Math.max(1,
+    Math.floor(Math.log10(Math.max(...values.map(Math.abs), step))) - Math.floor(Math.log10(step)) + 1));
 
 function drawChart(tag, series, weight) {
   const box = document.createElement("div");
@@ -160,11 +163,12 @@ function drawChart(tag, series, weight) {
   const svg = el("svg", {width, height, viewBox: `0 0 ${width} ${height}`}, box);
   const yTicks = ticks(y0, y1, yStep), xTicks = ticks(x0, x1, xStep);
   const yDigits = tickDigits(yTicks, yStep), xDigits = tickDigits(xTicks, xStep);
+  const unitName = isBytes(tag) ? " " + byteUnits[Math.log2(unit) / 10] : "";
   for (const v of yTicks) {
     const at = y(v * unit);
     el("line", {class: "grid", x1: padLeft, x2: width - padRight, y1: at, y2: at}, svg);
-    el("text", {class: "tick", "data-axis": "y", "data-value": v * unit, x: padLeft - 6, y: at + 3, "text-anchor": "end"},
-       svg).textContent = compact(v, yDigits) + (isBytes(tag) ? " " + byteUnits[Math.log2(unit) / 10] : "");
+    el("text", {class: "tick", "data-axis": "y", "data-value": v * unit, x: padLeft - 6, y: at + 3,
+                "text-anchor": "end"}, svg).textContent = compact(v, yDigits) + unitName;
   }
   for (const s of xTicks) {
     el("line", {class: "grid", x1: x(s), x2: x(s), y1: padTop, y2: height - padBottom}, svg);

@@ -46,8 +46,9 @@ const char* playground_page() {
   .bar.best .fill { background: #1f5fb0; }
   /* Before any answer, say where it will appear rather than leave a blank. */
   #bars:empty::before { content: "No prediction yet: pick a test image, or draw and press Predict."; }
-  #completion:empty::before { content: "No completion yet: write a prompt and press Generate; the tokens appear here as they arrive."; }
-  #bars:empty::before, #completion:empty::before { color: #888; font-style: italic; font-family: system-ui, sans-serif; }
+  #completion:empty::before {
+    content: "No completion yet: write a prompt and press Generate; the tokens appear here as they arrive."; }
+  #bars:empty::before, #completion:empty::before { color: #888; font-style: italic; font-family: system-ui; }
   .field { display: flex; flex-direction: column; gap: 0.2em; }
   #prompt { width: 100%; box-sizing: border-box; height: 5em; resize: vertical; }
   .settings { display: flex; flex-wrap: wrap; align-items: flex-end; gap: 0.8em; margin-top: 0.8em; }
