@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -93,6 +94,26 @@ TEST(Board, ARunInProgressPlotsTheRecordsItsWriterFinished) {
   ASSERT_EQ(board["runs"].size(), 1u);
   EXPECT_EQ(board["runs"][0]["tags"]["loss"], json::parse("[[1, 1.0, 4.0]]"));
   EXPECT_TRUE(board["skipped"].empty()) << board["skipped"].dump();
+}
+
+// --logdir pointing straight at a run: the run is named after the directory, with or without a
+// trailing slash. NaN and the infinities, which JSON cannot hold, arrive as strings the page reads.
+TEST(Board, ALogDirThatIsARunIsNamedAfterItAndNonFiniteValuesSurvive) {
+  TempDir dir;
+  {
+    io::EventWriter run(dir.file("gpt-small"));
+    run.add_scalar("loss", std::nan(""), 1, 1.0);
+    run.add_scalar("loss", HUGE_VAL, 2, 2.0);
+    run.add_scalar("loss", -HUGE_VAL, 3, 3.0);
+    run.add_scalar("loss", 0.5, 4, 4.0);
+  }
+  for (const std::string& log_dir : {dir.file("gpt-small"), dir.file("gpt-small/")}) {
+    const json board = monitor::read_board(log_dir);
+    ASSERT_EQ(board["runs"].size(), 1u) << log_dir;
+    EXPECT_EQ(board["runs"][0]["name"], "gpt-small") << log_dir;
+    EXPECT_EQ(board["runs"][0]["tags"]["loss"],
+              json::parse(R"([[1, 1.0, "NaN"], [2, 2.0, "Infinity"], [3, 3.0, "-Infinity"], [4, 4.0, 0.5]])"));
+  }
 }
 
 TEST(Board, ServesThePageAndTheRunsReadAfreshOnEachRequest) {

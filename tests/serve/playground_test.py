@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """weft serve's playground in a real browser (Debian's chromium, chromium-driver, python3-selenium):
-the page loads, a test image picked and an image drawn on the canvas each show the probabilities
-the API gives for the same pixels, and a prompt's streamed completion ends as the API's text.
+the page loads with every control labelled and an empty state where the answers will go, a test
+image picked and an image drawn on the canvas each show the probabilities the API gives for the
+same pixels, and a prompt's streamed completion ends as the API's text. Screenshots of each state go
+to the working directory (ctest's: the build directory).
 
 Usage: playground_test.py WEFT"""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -31,6 +34,18 @@ def post(url, body):
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request) as r:
         return json.loads(r.read())
+
+
+def screenshot(driver, name):
+    driver.save_screenshot(name)
+    print("screenshot: " + os.path.abspath(name))
+
+
+def placeholder(driver, element_id):
+    """The empty-state text shown in place of an answer not there yet."""
+    return driver.execute_script(
+        "const e = document.getElementById(arguments[0]);"
+        "return e.textContent === '' ? getComputedStyle(e, '::before').content : '';", element_id)
 
 
 def same_bars(driver, url, what):
@@ -62,12 +77,19 @@ with tempfile.TemporaryDirectory() as tmp:
         driver.get(url + "/")
         WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
         check(driver.title == "weft playground", "the page loads")
-        # A test image: its pixels are the data set's, and the bars the API's.
+        unlabelled = driver.execute_script(
+            "return [...document.querySelectorAll('input, select, textarea')].filter(e => !e.labels.length"
+            " || !e.labels[0].textContent.trim()).map(e => e.id);")
+        check(unlabelled == [], "every input has a label: unlabelled %s" % unlabelled)
         WebDriverWait(driver, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#examples canvas")) == 20)
+        check("No prediction yet" in placeholder(driver, "bars"), "before a prediction, the bars' place says so")
+        screenshot(driver, "playground_empty.png")
+        # A test image: its pixels are the data set's, and the bars the API's.
         driver.find_elements(By.CSS_SELECTOR, "#examples canvas")[7].click()
         picked = same_bars(driver, url, "a test image")
         examples = json.loads(urllib.request.urlopen(url + "/v1/examples?model=mlp").read())
         check(picked == examples["images"][7], "the picked image is the test image, pixel for pixel")
+        screenshot(driver, "playground_classifier.png")
         # A drawing: a stroke across the canvas.
         driver.find_element(By.ID, "clear").click()
         driver.execute_script("document.getElementById('bars').removeAttribute('data-done');")
@@ -80,6 +102,8 @@ with tempfile.TemporaryDirectory() as tmp:
         # The GPT: the streamed text ends as the API's completion for the same request.
         from selenium.webdriver.support.select import Select
         Select(driver.find_element(By.ID, "model")).select_by_value("lm")
+        check("No completion yet" in placeholder(driver, "completion"), "before a completion, its place says so")
+        screenshot(driver, "playground_gpt_empty.png")
         prompt = driver.find_element(By.ID, "prompt")
         prompt.clear()
         prompt.send_keys("Hello")
@@ -95,6 +119,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check(shown == api["text"], "the streamed completion is the API's text")
         check(driver.find_element(By.ID, "counts").text == "5 prompt tokens, 20 generated", "the counts are shown")
         check(driver.find_element(By.ID, "error").text == "", "no error shown")
+        screenshot(driver, "playground_gpt.png")
     finally:
         driver.quit()
         server.terminate()

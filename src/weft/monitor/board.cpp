@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -72,9 +73,16 @@ nlohmann::json read_board(const std::string& log_dir) {
     for (const io::ScalarEvent& s : scalars) {
       nlohmann::json& points = tags[s.tag];
       if (points.is_null()) points = nlohmann::json::array();
-      points.push_back({s.step, s.wall_time, static_cast<double>(s.value)});
+      // JSON has no NaN or infinity (nlohmann would write null): they travel as JavaScript spells them.
+      const nlohmann::json value = std::isnan(s.value)   ? nlohmann::json("NaN")
+                                   : std::isinf(s.value) ? nlohmann::json(s.value > 0 ? "Infinity" : "-Infinity")
+                                                         : nlohmann::json(static_cast<double>(s.value));
+      points.push_back({s.step, s.wall_time, value});
     }
-    if (!tags.empty()) board["runs"].push_back({{"name", run}, {"tags", tags}});
+    // A --logdir that is itself a run is named after its directory: "." would tell the user nothing.
+    const std::string own_name = fs::weakly_canonical(fs::absolute(dir)).filename().string();
+    const std::string name = run != "." ? run : own_name.empty() ? log_dir : own_name;
+    if (!tags.empty()) board["runs"].push_back({{"name", name}, {"tags", tags}});
   }
   return board;
 }

@@ -24,8 +24,10 @@ namespace weft::monitor {
 std::vector<std::string> find_runs(const std::string& log_dir);
 
 // {"logdir": ..., "runs": [{"name": run, "tags": {tag: [[step, wall_time, value], ...]}}],
-//  "skipped": [{"file": path, "reason": the reader's error}]}. A corrupt or truncated event file
-// is skipped and listed, and the rest of its run and the other runs are still read.
+//  "skipped": [{"file": path, "reason": the reader's error}]}. The run "." is named after log_dir's
+// own directory; a NaN or infinite value is the string "NaN", "Infinity" or "-Infinity".
+// A corrupt or truncated event file is skipped and listed, and the rest of its run and the other
+// runs are still read.
 nlohmann::json read_board(const std::string& log_dir);
 
 struct BoardOptions {

@@ -11,45 +11,99 @@ const char* playground_page() {
 <meta charset="utf-8">
 <title>weft playground</title>
 <style>
-  body { font-family: system-ui, sans-serif; margin: 2em; max-width: 60em; color: #222; }
-  h1 { font-size: 1.4em; }
-  section { margin-top: 1em; }
-  canvas#canvas { border: 1px solid #888; background: #000; cursor: crosshair; touch-action: none; }
-  #examples canvas { margin: 2px; border: 1px solid #ccc; cursor: pointer; }
-  .bar { display: flex; align-items: center; margin: 2px 0; }
-  .bar .name { width: 9em; }
-  .bar .track { width: 20em; background: #eee; height: 1em; }
+  [hidden] { display: none !important; }
+  body { font-family: system-ui, sans-serif; margin: 0; color: #222; background: #f4f5f7; }
+  main { max-width: 62em; margin: 0 auto; padding: 1.5em 2em; }
+  header { display: flex; flex-wrap: wrap; align-items: center; gap: 0.5em 1em; margin-bottom: 1em; }
+  h1 { font-size: 1.4em; margin: 0 1em 0 0; }
+  h2 { font-size: 1em; margin: 0 0 0.6em 0; font-weight: 600; }
+  #about { color: #666; font-size: 0.9em; }
+  .panel { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 1em 1.2em; }
+  .columns { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+  .columns > .panel { flex: 1 1 22em; }
+  label { font-size: 0.9em; color: #444; }
+  select, input, textarea, button { font: inherit; font-size: 0.95em; }
+  select, input, textarea { border: 1px solid #bbb; border-radius: 4px; padding: 0.3em 0.45em; background: #fff; }
+  select:focus, input:focus, textarea:focus, button:focus-visible { outline: 2px solid #3a7bd5; outline-offset: 1px; }
+  button { border: 1px solid #bbb; border-radius: 4px; padding: 0.35em 1em; background: #fff; cursor: pointer; }
+  button:hover { background: #f0f0f0; }
+  button.primary { background: #3a7bd5; border-color: #3a7bd5; color: #fff; }
+  button.primary:hover { background: #2f67b5; }
+  button:disabled { opacity: 0.6; cursor: default; }
+  .hint { color: #666; font-size: 0.9em; margin: 0 0 0.6em 0; }
+  canvas#canvas { display: block; border-radius: 4px; background: #000; cursor: crosshair; touch-action: none; }
+  .buttons { display: flex; gap: 0.5em; margin-top: 0.6em; }
+  #examples { display: flex; flex-wrap: wrap; gap: 4px; margin-top: 0.4em; }
+  #examples canvas { width: 42px; height: 42px; image-rendering: pixelated; border: 1px solid #ccc; border-radius: 3px;
+                     cursor: pointer; }
+  #examples canvas:hover { border-color: #3a7bd5; }
+  .bar { display: flex; align-items: center; gap: 0.5em; margin: 3px 0; }
+  .bar .name { width: 7em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  .bar .track { flex: 1; background: #eee; height: 1em; border-radius: 2px; overflow: hidden; }
   .bar .fill { background: #3a7bd5; height: 1em; }
-  .bar .value { width: 6em; text-align: right; font-variant-numeric: tabular-nums; }
-  .bar.best .name { font-weight: bold; }
-  textarea { width: 100%; height: 5em; }
-  pre#completion { white-space: pre-wrap; background: #f6f6f6; padding: 0.5em; min-height: 3em; }
+  .bar .value { width: 4.5em; text-align: right; font-variant-numeric: tabular-nums; }
+  .bar.best .name, .bar.best .value { font-weight: bold; }
+  .bar.best .fill { background: #1f5fb0; }
+  /* Before any answer, say where it will appear rather than leave a blank. */
+  #bars:empty::before { content: "No prediction yet: pick a test image, or draw and press Predict."; }
+  #completion:empty::before {
+    content: "No completion yet: write a prompt and press Generate; the tokens appear here as they arrive."; }
+  #bars:empty::before, #completion:empty::before { color: #888; font-style: italic; font-family: system-ui; }
+  .field { display: flex; flex-direction: column; gap: 0.2em; }
+  #prompt { width: 100%; box-sizing: border-box; height: 5em; resize: vertical; }
+  .settings { display: flex; flex-wrap: wrap; align-items: flex-end; gap: 0.8em; margin-top: 0.8em; }
+  .settings input { width: 6em; }
+  pre#completion { white-space: pre-wrap; background: #f8f8f8; border: 1px solid #e4e4e4; border-radius: 4px;
+                   padding: 0.6em; min-height: 4em; margin: 0; }
+  #counts { color: #666; font-size: 0.9em; margin-top: 0.4em; min-height: 1.2em; }
   #error { color: #b00; margin-top: 1em; }
+  #error:not(:empty) { background: #fdecec; border: 1px solid #f3b6b6; border-radius: 4px; padding: 0.6em 0.8em; }
 </style>
 </head>
 <body>
-<h1>weft playground</h1>
-<label>Model <select id="model"></select></label> <span id="about"></span>
-<section id="classifier" hidden>
-  <div>Draw an item (white on black), or pick a test image:</div>
-  <div id="examples"></div>
-  <canvas id="canvas" width="280" height="280"></canvas>
-  <div><button id="clear">Clear</button> <button id="predict">Predict</button></div>
-  <div id="bars"></div>
-</section>
-<section id="gpt" hidden>
-  <textarea id="prompt">Once upon a time</textarea>
-  <div>
-    <label>max tokens <input id="max_tokens" type="number" value="64" min="0" style="width: 5em"></label>
-    <label>temperature <input id="temperature" type="number" value="0.8" min="0" step="0.1" style="width: 5em"></label>
-    <label>top-k <input id="top_k" type="number" value="0" min="0" style="width: 5em"></label>
-    <label>seed <input id="seed" type="number" value="0" min="0" style="width: 6em"></label>
-    <button id="generate">Generate</button>
+<main>
+<header>
+  <h1>weft playground</h1>
+  <label for="model">Model</label> <select id="model"></select>
+  <span id="about"></span>
+</header>
+<section id="classifier" class="columns" hidden>
+  <div class="panel">
+    <h2>Draw</h2>
+    <p class="hint">White on black, as the data set's images are.</p>
+    <canvas id="canvas" width="280" height="280" aria-label="drawing canvas"></canvas>
+    <div class="buttons"><button id="clear">Clear</button> <button id="predict" class="primary">Predict</button></div>
+    <h2 style="margin-top: 1em">Test images</h2>
+    <p class="hint">Click one to predict it.</p>
+    <div id="examples"></div>
   </div>
+  <div class="panel">
+    <h2>Probabilities</h2>
+    <div id="bars"></div>
+  </div>
+</section>
+<section id="gpt" class="panel" hidden>
+  <div class="field">
+    <label for="prompt">Prompt</label>
+    <textarea id="prompt">Once upon a time</textarea>
+  </div>
+  <div class="settings">
+    <div class="field"><label for="max_tokens">Max tokens</label>
+      <input id="max_tokens" type="number" value="64" min="0"></div>
+    <div class="field"><label for="temperature">Temperature</label>
+      <input id="temperature" type="number" value="0.8" min="0" step="0.1"></div>
+    <div class="field"><label for="top_k">Top-k (0: all)</label>
+      <input id="top_k" type="number" value="0" min="0"></div>
+    <div class="field"><label for="seed">Seed</label>
+      <input id="seed" type="number" value="0" min="0"></div>
+    <button id="generate" class="primary">Generate</button>
+  </div>
+  <h2 style="margin-top: 1em">Completion</h2>
   <pre id="completion"></pre>
   <div id="counts"></div>
 </section>
 <div id="error"></div>
+</main>
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
@@ -135,6 +189,7 @@ async function predict() {
 
 async function generate() {
   showError();
+  $("generate").disabled = true;
   $("completion").textContent = "";
   $("counts").textContent = "";
   delete $("completion").dataset.done;
@@ -168,7 +223,7 @@ async function generate() {
         }
       }
     }
-  } catch (e) { showError(e.message); }
+  } catch (e) { showError(e.message); } finally { $("generate").disabled = false; }
 }
 
 function choose() {
@@ -192,7 +247,7 @@ function stroke(event) {
 canvas.addEventListener("pointerdown", (e) => { drawing = true; stroke(e); });
 canvas.addEventListener("pointermove", stroke);
 window.addEventListener("pointerup", () => { drawing = false; });
-$("clear").addEventListener("click", clearCanvas);
+$("clear").addEventListener("click", () => { clearCanvas(); $("bars").textContent = ""; });
 $("predict").addEventListener("click", predict);
 $("generate").addEventListener("click", generate);
 $("model").addEventListener("change", choose);
