@@ -89,6 +89,13 @@ TEST(TrainGptCli, TrainsWithoutValidationAtValFractionZero) {
   const auto bytes = static_cast<int64_t>(std::filesystem::file_size(dir.file("story.txt"))) + 2;
   EXPECT_TRUE(contains(o.output, std::to_string(bytes) + " training tokens")) << o.output;
   EXPECT_TRUE(last_line_json(o.output)["val_loss"].is_null()) << o.output;
+
+  ASSERT_EQ(weft_cli("tokenize encode " + dir.file("story.txt") + " --val-fraction 0 --out " + dir.file("s")).status, 0);
+  Outcome shards = weft_cli(kTiny + "--data " + dir.file("s"));
+  ASSERT_EQ(shards.status, 0) << shards.output;
+  EXPECT_TRUE(contains(shards.output, "no validation set (" + dir.file("s/val.bin") +
+                                          " is empty: weft tokenize encode --val-fraction 0)"))
+      << shards.output;
 }
 
 TEST(TrainGptCli, TrainsOnTheShardsOfTokenizeEncodeWithTheTokenizerThatMadeThem) {
