@@ -86,12 +86,13 @@ void encode_text(const std::vector<std::string>& paths, const std::string& token
                            {"split", split.by_tokens ? "tokens" : "documents"}};
   std::cout << "tokenizer " << tokenizer->identity() << " (vocab " << tokenizer->vocab_size() << "), "
             << corpus.files.size() << " files\n";
-  const auto val_documents = static_cast<int64_t>(std::floor(static_cast<double>(corpus.documents.size()) * val_fraction));
+  const auto document_count = static_cast<int64_t>(corpus.documents.size());
+  const auto val_documents = static_cast<int64_t>(std::floor(static_cast<double>(document_count) * val_fraction));
   if (split.by_tokens)
     std::cout << corpus.documents.size() << (corpus.documents.size() == 1 ? " document is" : " documents are")
               << " too few to hold out whole ones: val.bin is the last " << val_fraction * 100 << "% of the tokens\n";
   for (auto [name, shard, documents] :
-       {std::tuple{"train", &split.train, static_cast<int64_t>(corpus.documents.size()) - val_documents},
+       {std::tuple{"train", &split.train, document_count - val_documents},
         std::tuple{"val", &split.val, val_documents}}) {
     std::string path = out_dir + "/" + name + ".bin";
     data::write_token_shard(path, *shard);
@@ -138,7 +139,8 @@ void add_tokenize_commands(CLI::App& app, std::function<void()>& run) {
   auto tokenizer = std::make_shared<std::string>("byte");
   auto val_fraction = std::make_shared<double>(0.1);
   auto out_dir = std::make_shared<std::string>();
-  CLI::App* e = tokenize->add_subcommand("encode", "tokenize text into OUT/train.bin and OUT/val.bin (and OUT/tokenizer.model)");
+  CLI::App* e =
+      tokenize->add_subcommand("encode", "tokenize text into OUT/train.bin and OUT/val.bin (and OUT/tokenizer.model)");
   e->add_option("text", *paths, text_help);
   e->add_option("--tokenizer", *tokenizer, "byte | a SentencePiece .model file")->capture_default_str()->check(not_empty());
   number_flag(e, "--val-fraction", *val_fraction, "share of the documents for validation, spread evenly (too few "

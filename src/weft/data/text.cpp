@@ -67,7 +67,8 @@ uint64_t read_le(const std::string& in, size_t at, int bytes) {
 
 std::vector<std::string> read_text_documents(const std::string& path, const std::string& separator) {
   std::string text = io::read_file(path);
-  WEFT_CHECK(!text.empty(), FormatError, "'", path, "' is empty: expected UTF-8 text (leave the file out, or write text in it)");
+  WEFT_CHECK(!text.empty(), FormatError, "'", path,
+             "' is empty: expected UTF-8 text (leave the file out, or write text in it)");
   check_utf8(text, path);
   std::vector<std::string> documents;
   std::string current;
@@ -100,7 +101,8 @@ std::vector<std::string> expand_text_paths(const std::vector<std::string>& paths
     fs::file_status status = fs::status(path, ec);
     WEFT_CHECK(fs::exists(status), IOError, "cannot find text '", path, "'",
                path == kFortunesDir ? " (the default corpus: install the fortunes package, scripts/setup)"
-                                    : ": name a text file, a directory of *.txt files, or shards of weft tokenize encode");
+                                    : ": name a text file, a directory of *.txt files, or shards of weft tokenize "
+                                      "encode");
     if (!fs::is_directory(status)) {
       files.push_back(path);
       continue;
@@ -110,14 +112,16 @@ std::vector<std::string> expand_text_paths(const std::vector<std::string>& paths
     WEFT_CHECK(!ec, IOError, "cannot list directory '", path, "': ", ec.message());
     for (const fs::directory_entry& entry : entries) {
       const fs::path& name = entry.path();
-      bool text = entry.is_regular_file() && !entry.is_symlink() && (!name.has_extension() || name.extension() == ".txt");
+      bool text =
+          entry.is_regular_file() && !entry.is_symlink() && (!name.has_extension() || name.extension() == ".txt");
       (text ? texts : others).push_back(name.filename().string());
     }
     std::sort(others.begin(), others.end());
     std::string found;
     for (size_t i = 0; i < std::min<size_t>(others.size(), 3); ++i) found += str(i ? ", " : "", others[i]);
     if (others.size() > 3) found += str(" and ", others.size() - 3, " more");
-    WEFT_CHECK(!texts.empty(), IOError, "'", path, "': expected text files (*.txt, or names without an extension), found ",
+    WEFT_CHECK(!texts.empty(), IOError, "'", path,
+               "': expected text files (*.txt, or names without an extension), found ",
                others.empty() ? "an empty directory" : str("only ", found),
                "; put the text in *.txt files there, or name a file itself");
     for (std::string& text : texts) text = (fs::path(path) / text).string();
@@ -222,7 +226,8 @@ TokenShard read_token_shard(const std::string& path) {
   for (uint64_t i = 0; i < count; ++i, at += kTokenBytes) {
     auto token = static_cast<uint16_t>(read_le(bytes, at, kTokenBytes));
     WEFT_CHECK(token < vocab, FormatError, "'", path, "': token id ", token, " at position ", i,
-               " is outside the vocabulary [0, ", vocab, ") of tokenizer ", shard.tokenizer, ": a corrupt shard", kReencode);
+               " is outside the vocabulary [0, ", vocab, ") of tokenizer ", shard.tokenizer, ": a corrupt shard",
+               kReencode);
     shard.tokens[i] = token;
   }
   return shard;
@@ -238,7 +243,8 @@ void check_shard_tokenizer(const TokenShard& shard, const Tokenizer& tokenizer) 
   WEFT_CHECK(shard.tokenizer == tokenizer.identity() && shard.vocab_size == tokenizer.vocab_size(), ValueError, "'",
              shard.path.empty() ? "token shard" : shard.path, "' was made by tokenizer ", shard.tokenizer, " (vocab ",
              shard.vocab_size, "), not by the given ", tokenizer.identity(), " (vocab ", tokenizer.vocab_size(),
-             "): pass the tokenizer it was made with (--tokenizer), or re-encode the text with this one (weft tokenize encode)");
+             "): pass the tokenizer it was made with (--tokenizer), or re-encode the text with this one (weft "
+             "tokenize encode)");
 }
 
 TokenDataset::TokenDataset(TokenShard shard, int64_t context, int64_t stride)

@@ -70,7 +70,8 @@ Corpus text_corpus(const TextOptions& o, const data::Tokenizer& tokenizer) {
   corpus.val = std::move(split.val);
   const size_t tokens = corpus.train.tokens.size() + corpus.val.tokens.size();
   WEFT_CHECK(o.val_fraction == 0 || !corpus.val.tokens.empty(), ValueError, "--val-fraction ", o.val_fraction, " of ",
-             tokens, " tokens is no token: give more text, a larger --val-fraction, or --val-fraction 0 (no validation)");
+             tokens, " tokens is no token: give more text, a larger --val-fraction, or --val-fraction 0 (no "
+             "validation)");
   if (o.val_fraction == 0) corpus.split = "--val-fraction 0";
   else if (split.by_tokens)
     corpus.split = str("the last ", percent(o.val_fraction), " of the tokens (", documents.size(),
@@ -246,12 +247,14 @@ class LanguageTask : public Task {
       tokens_per_byte_ = corpus.val_bytes > 0 ? static_cast<double>(val_->shard().tokens.size()) /
                                                     static_cast<double>(corpus.val_bytes)
                                               : NAN;
-      unigram_bits_per_byte_ = unigram_loss(train_->shard(), val_->shard(), config_.vocab) * kBitsPerNat * tokens_per_byte_;
+      unigram_bits_per_byte_ =
+          unigram_loss(train_->shard(), val_->shard(), config_.vocab) * kBitsPerNat * tokens_per_byte_;
     }
     split_ = corpus.split;
     log << "GPT " << config_json(config_).dump() << "; tokenizer " << tokenizer_->identity() << "; "
         << train_->shard().tokens.size() << " training tokens, "
-        << (val_ ? str(val_->shard().tokens.size(), " validation tokens") : str("no validation (", split_, ")")) << "\n";
+        << (val_ ? str(val_->shard().tokens.size(), " validation tokens") : str("no validation (", split_, ")"))
+        << "\n";
     if (val_ && !split_.empty()) log << "validation: " << split_ << "\n";
     if (val_ && !random_data_)
       log << "unigram baseline: " << unigram_bits_per_byte_ << " bits/byte (" << 1 / tokens_per_byte_ << " bytes/token)\n";
