@@ -56,6 +56,7 @@ TEST_F(TokenizeCliTest, TrainsATokenizerAndEncodesShardsItsDatasetReads) {
   data::TokenShard train = data::read_token_shard(path("shards/train.bin"));
   data::TokenShard val = data::read_token_shard(path("shards/val.bin"));
   data::check_shard_tokenizer(train, tokenizer);
+  EXPECT_EQ(data::SentencePieceTokenizer::load(path("shards/tokenizer.model")).identity(), tokenizer.identity());
   EXPECT_EQ(result["train"]["tokens"], train.tokens.size());
   EXPECT_EQ(result["val"]["tokens"], val.tokens.size());
   std::vector<int32_t> ids(val.tokens.begin(), val.tokens.end());
@@ -66,6 +67,7 @@ TEST_F(TokenizeCliTest, TrainsATokenizerAndEncodesShardsItsDatasetReads) {
   ASSERT_EQ(bytes.status, 0) << bytes.output;
   EXPECT_TRUE(contains(bytes.output, "(1.00 bytes per token)")) << bytes.output;
   EXPECT_EQ(data::read_token_shard(path("bytes/train.bin")).tokenizer, "byte");
+  EXPECT_FALSE(fs::exists(path("bytes/tokenizer.model")));  // bytes need no file
 }
 
 TEST_F(TokenizeCliTest, HoldsOutTheTailOfASingleDocumentsTokens) {

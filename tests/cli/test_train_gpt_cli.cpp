@@ -122,6 +122,11 @@ TEST(TrainGptCli, TrainsOnTheShardsOfTokenizeEncodeWithTheTokenizerThatMadeThem)
   ASSERT_EQ(bpe.status, 0) << bpe.output;
   EXPECT_TRUE(contains(last_line_json(bpe.output)["tokenizer"].get<std::string>(), "sentencepiece:")) << bpe.output;
   EXPECT_EQ(last_line_json(bpe.output)["vocab"], 300);
+  const std::string resumable = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --threads 1 ";
+  ASSERT_EQ(weft_cli(resumable + "--steps 2 --data " + dir.file("bpe") + " --out " + dir.file("run")).status, 0);
+  Outcome resumed = weft_cli(resumable + "--steps 3 --data " + dir.file("bpe") + " --resume " + dir.file("run") + " --json");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;  // the checkpoint's tokenizer, checked against the shards
+  EXPECT_EQ(last_line_json(resumed.output)["steps"], 3);
 
   expect_usage_error(weft_cli(kTiny + "--data " + dir.file("bpe") + " --tokenizer byte"),
                      "was made by tokenizer sentencepiece:");
