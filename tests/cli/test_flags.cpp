@@ -91,7 +91,7 @@ std::vector<Row> rows() {
       {kGpt, "--context", with(positive, {"1073741825"})},
       {kGpt, "--vocab", with(positive, {"1073741825"})},
       {kGpt, "--dropout", with(kNotReal, {"-0.1", "1", "2"})},
-      {kGpt, "--val-fraction", with(kNotReal, {"0", "1", "-0.5"})},
+      {kGpt, "--val-fraction", with(kNotReal, {"1", "-0.5"})},
       {kGpt, "--eval-windows", non_negative},
       {kGpt, "--data-dir", {"/tmp"}},  // an image task's flag
       {kEval, "--batch-size", with(positive, {"1073741825"})},
@@ -236,7 +236,7 @@ TEST_F(FlagsTest, GoodEdgeValuesAreTaken) {
       {kTrain, "--seed 18446744073709551615"}, {kTrain, "--memory-limit 512MiB --time-limit 0 --prefetch 0"},
       {kTrain, "--warmup 0 --eval-every 0 --log-every 1"},
       {kTrain + " --profile OUT/t.json", "--profile-steps 1:1"},
-      {kGpt, "--layers 1024 --dropout 0 --val-fraction 0.5 --eval-windows 0"},
+      {kGpt, "--layers 1024 --dropout 0 --val-fraction 0.5 --eval-windows 0"}, {kGpt, "--val-fraction 0"},
       {kEval, "--threads 1 --batch-size 1"},
       {kGenerate, "--temperature 0 --top-k 0 --max-tokens 0 --threads 1024"},
       {kQuantize, "--calib 1 --batch-size 1 --observer percentile --percentile 100"},

@@ -56,6 +56,7 @@ TEST_F(TokenizeCliTest, TrainsATokenizerAndEncodesShardsItsDatasetReads) {
   data::TokenShard train = data::read_token_shard(path("shards/train.bin"));
   data::TokenShard val = data::read_token_shard(path("shards/val.bin"));
   data::check_shard_tokenizer(train, tokenizer);
+  EXPECT_EQ(data::SentencePieceTokenizer::load(path("shards/tokenizer.model")).identity(), tokenizer.identity());
   EXPECT_EQ(result["train"]["tokens"], train.tokens.size());
   EXPECT_EQ(result["val"]["tokens"], val.tokens.size());
   std::vector<int32_t> ids(val.tokens.begin(), val.tokens.end());
@@ -66,6 +67,19 @@ TEST_F(TokenizeCliTest, TrainsATokenizerAndEncodesShardsItsDatasetReads) {
   ASSERT_EQ(bytes.status, 0) << bytes.output;
   EXPECT_TRUE(contains(bytes.output, "(1.00 bytes per token)")) << bytes.output;
   EXPECT_EQ(data::read_token_shard(path("bytes/train.bin")).tokenizer, "byte");
+  EXPECT_FALSE(fs::exists(path("bytes/tokenizer.model")));  // bytes need no file
+}
+
+TEST_F(TokenizeCliTest, HoldsOutTheTailOfASingleDocumentsTokens) {
+  write("one", "a document\n");
+  Outcome o = weft_cli("tokenize encode " + path("one") + " --out " + path("one_shards") + " --json");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "1 document is too few to hold out whole ones: val.bin is the last 10% of the tokens"))
+      << o.output;
+  EXPECT_EQ(last_line_json(o.output)["split"], "tokens");
+  data::TokenShard val = data::read_token_shard(path("one_shards/val.bin"));
+  EXPECT_EQ(val.tokens, (std::vector<uint16_t>{'\n'}));  // floor(13 x 0.1) = 1: the "%\n"'s newline
+  EXPECT_EQ(data::read_token_shard(path("one_shards/train.bin")).tokens.size(), 12u);
 }
 
 TEST_F(TokenizeCliTest, BadTextOrTokenizerExitsTwoWithOneLine) {
@@ -83,8 +97,9 @@ TEST_F(TokenizeCliTest, BadTextOrTokenizerExitsTwoWithOneLine) {
   expect_usage_error(weft_cli("tokenize train --vocab 100 " + path("fortunes") + " --out " + path("t.model")),
                      "vocabulary 100");
   EXPECT_FALSE(fs::exists(path("t.model")));
-  write("one", "a single document\n");
-  expect_usage_error(weft_cli("tokenize encode " + path("one") + " --out " + path("out")), "--val-fraction 0");
+  write("one", "a document\n");  // 13 tokens with its "%\n": a tenth of them is 1, a hundredth none
+  expect_usage_error(weft_cli("tokenize encode " + path("one") + " --val-fraction 0.01 --out " + path("out")),
+                     "a validation fraction of 0.01 of 13 tokens is no token: give more text, or --val-fraction 0");
   expect_usage_error(weft_cli("tokenize train " + path("fortunes")), "--out");
   expect_usage_error(weft_cli("tokenize train --type wordpiece " + path("fortunes") + " --out " + path("t.model")),
                      "wordpiece");

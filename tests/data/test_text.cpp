@@ -224,13 +224,31 @@ TEST(TextDocuments, ExpandsDirectoriesToTheirTextFilesOnly) {
   write_text(dir.file("corpus/b"), "b\n");
   write_text(dir.file("corpus/a"), "a\n");
   write_text(dir.file("corpus/a.dat"), "index");
+  write_text(dir.file("corpus/notes.md"), "not read");
+  write_text(dir.file("corpus/chapter.txt"), "c\n");
   std::filesystem::create_symlink("a", dir.file("corpus/a.u8"));
-  write_text(dir.file("single.txt"), "c\n");
-  EXPECT_EQ(expand_text_paths({dir.file("single.txt"), dir.file("corpus")}),
-            (std::vector<std::string>{dir.file("single.txt"), dir.file("corpus/a"), dir.file("corpus/b")}));
+  write_text(dir.file("single.md"), "d\n");
+  EXPECT_EQ(expand_text_paths({dir.file("single.md"), dir.file("corpus")}),
+            (std::vector<std::string>{dir.file("single.md"), dir.file("corpus/a"), dir.file("corpus/b"),
+                                      dir.file("corpus/chapter.txt")}));
   EXPECT_THROW(expand_text_paths({dir.file("nothing")}), IOError);
   std::filesystem::create_directory(dir.file("no-text"));
-  EXPECT_THROW(expand_text_paths({dir.file("no-text")}), IOError);
+  std::string message = message_of<IOError>([&] { expand_text_paths({dir.file("no-text")}); });
+  EXPECT_TRUE(contains(message, "found an empty directory; put the text in *.txt files there")) << message;
+  for (const char* name : {"a.md", "b.csv", "c.json", "d.html"}) write_text(dir.file(std::string("no-text/") + name), "x");
+  message = message_of<IOError>([&] { expand_text_paths({dir.file("no-text")}); });
+  EXPECT_TRUE(contains(message, "found only a.md, b.csv, c.json and 1 more")) << message;
+}
+
+TEST(TextDocuments, TellsTokenShardsFromText) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("shards"));
+  write_token_shard(dir.file("shards/train.bin"), tokenize_documents({"a\n"}, ByteTokenizer{}));
+  EXPECT_TRUE(is_token_shard_path(dir.file("shards")));
+  EXPECT_TRUE(is_token_shard_path(dir.file("shards/train.bin")));
+  EXPECT_TRUE(is_token_shard_path(dir.file("missing.bin")));  // read as a shard, so its error names the file
+  EXPECT_FALSE(is_token_shard_path(dir.path()));
+  EXPECT_FALSE(is_token_shard_path(dir.file("text.txt")));
 }
 
 TEST(DocumentSplit, SpreadsTheValidationShareEvenlyAndDeterministically) {
@@ -243,6 +261,64 @@ TEST(DocumentSplit, SpreadsTheValidationShareEvenlyAndDeterministically) {
   EXPECT_TRUE(split_documents(documents, 0).val.empty());
   EXPECT_THROW(split_documents(documents, 1), ValueError);
   EXPECT_THROW(split_documents(documents, -0.1), ValueError);
+}
+
+// Token i is i (mod the vocabulary), so a token's value says where in the text it came from.
+TokenShard counting_shard(int64_t tokens) {
+  TokenShard shard{"byte", 65536, {}, {}};
+  for (int64_t i = 0; i < tokens; ++i) shard.tokens.push_back(static_cast<uint16_t>(i));
+  return shard;
+}
+
+TEST(TokenSplit, HoldsOutTheTailOfTheTokensWithNoTokenInBoth) {
+  for (double fraction : {0.05, 0.1, 0.3}) {
+    ShardSplit split = split_token_tail(counting_shard(1000), fraction);
+    const auto val_tokens = static_cast<size_t>(1000 * fraction + 1e-9);
+    ASSERT_EQ(split.val.tokens.size(), val_tokens) << fraction;
+    ASSERT_EQ(split.train.tokens.size(), 1000 - val_tokens) << fraction;
+    EXPECT_TRUE(split.by_tokens);
+    EXPECT_EQ(split.val.tokenizer, "byte");
+    // Every token any window reads, inputs and targets, of training and of validation: the two
+    // sets are disjoint and together the whole text.
+    const int64_t context = 8;
+    std::vector<int> seen(1000, 0);
+    TokenDataset train(split.train, context), val(split.val, context, context);
+    for (const TokenDataset* data : {&train, &val}) {
+      std::vector<int64_t> all(static_cast<size_t>(data->size()));
+      for (size_t k = 0; k < all.size(); ++k) all[k] = static_cast<int64_t>(k);
+      Batch batch = data->get_batch(all);
+      std::vector<int> mine(1000, 0);
+      for (const Tensor* t : {&batch.inputs, &batch.targets})
+        for (int64_t token : t->to_vector<int64_t>()) mine[token] = 1;
+      for (int i = 0; i < 1000; ++i) seen[i] += mine[i];
+    }
+    for (int i = 0; i < 1000; ++i) ASSERT_LE(seen[i], 1) << "token " << i << " is read by training and validation";
+    EXPECT_EQ(seen[999 - val_tokens], 1);  // the last training token is a target
+    EXPECT_EQ(seen[1000 - val_tokens], 1);  // the first validation token is an input
+  }
+  EXPECT_TRUE(split_token_tail(counting_shard(1000), 0).val.tokens.empty());
+  EXPECT_EQ(split_token_tail(counting_shard(19), 0.1).val.tokens.size(), 1u);
+  EXPECT_THROW(split_token_tail(counting_shard(10), 1), ValueError);
+}
+
+TEST(TokenSplit, SplitsByDocumentWhereTheFractionHoldsOneAndByTheTokensOtherwise) {
+  ByteTokenizer bytes;
+  std::vector<std::string> documents;
+  for (int i = 0; i < 20; ++i) documents.push_back("doc " + std::to_string(i) + "\n");
+  ShardSplit by_documents = tokenize_split(documents, 0.1, bytes);
+  EXPECT_FALSE(by_documents.by_tokens);
+  std::vector<int32_t> val(by_documents.val.tokens.begin(), by_documents.val.tokens.end());
+  EXPECT_EQ(bytes.decode(val), "doc 9\n%\ndoc 19\n%\n");
+
+  ShardSplit one = tokenize_split({std::string(100, 'a') + std::string(9, 'b') + "\n"}, 0.1, bytes);  // 112 tokens
+  EXPECT_TRUE(one.by_tokens);
+  std::vector<int32_t> tail(one.val.tokens.begin(), one.val.tokens.end());
+  EXPECT_EQ(bytes.decode(tail), std::string(8, 'b') + "\n%\n");  // floor(112 x 0.1) = 11 tokens
+  EXPECT_EQ(one.train.tokens.size() + one.val.tokens.size(), 112u);
+
+  ShardSplit none = tokenize_split(documents, 0, bytes);
+  EXPECT_TRUE(none.val.tokens.empty());
+  EXPECT_EQ(none.train.tokens, tokenize_documents(documents, bytes).tokens);
 }
 
 TEST(TokenShard, TokenizesDocumentsWithSeparatorsAndRoundTripsThroughAFile) {

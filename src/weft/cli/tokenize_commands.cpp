@@ -1,14 +1,17 @@
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.h"
 #include "weft/cli/flags.h"
 #include "weft/data/text.h"
+#include "weft/infer/metadata.h"
 #include "weft/io/atomic_file.h"
 
 namespace weft::cli {
@@ -71,30 +74,39 @@ void encode_text(const std::vector<std::string>& paths, const std::string& token
                  const std::string& separator, const std::string& out_dir, bool json) {
   std::unique_ptr<data::Tokenizer> tokenizer = data::load_tokenizer(tokenizer_spec);
   Corpus corpus = read_corpus(paths, separator);
-  data::DocumentSplit split = data::split_documents(corpus.documents, val_fraction);
-  WEFT_CHECK(val_fraction == 0 || !split.val.empty(), ValueError, "a validation fraction of ", val_fraction, " of ",
-             corpus.documents.size(), " documents is no document: give more documents (one per '", separator,
-             "' line) or --val-fraction 0");
+  data::ShardSplit split = data::tokenize_split(corpus.documents, val_fraction, *tokenizer, separator);
+  WEFT_CHECK(val_fraction == 0 || !split.val.tokens.empty(), ValueError, "a validation fraction of ", val_fraction,
+             " of ", split.train.tokens.size(), " tokens is no token: give more text, or --val-fraction 0");
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   WEFT_CHECK(!ec, IOError, "cannot create directory '", out_dir, "': ", ec.message());
-  nlohmann::json result = {{"tokenizer", tokenizer->identity()}, {"vocab_size", tokenizer->vocab_size()}};
+  // Beside the shards, so that weft train --data OUT_DIR finds the tokenizer that made them.
+  infer::save_tokenizer(*tokenizer, out_dir);
+  nlohmann::json result = {{"tokenizer", tokenizer->identity()}, {"vocab_size", tokenizer->vocab_size()},
+                           {"split", split.by_tokens ? "tokens" : "documents"}};
   std::cout << "tokenizer " << tokenizer->identity() << " (vocab " << tokenizer->vocab_size() << "), "
             << corpus.files.size() << " files\n";
-  for (auto [name, documents] : {std::pair{"train", &split.train}, std::pair{"val", &split.val}}) {
-    data::TokenShard shard = data::tokenize_documents(*documents, *tokenizer, separator);
+  const auto document_count = static_cast<int64_t>(corpus.documents.size());
+  const auto val_documents = static_cast<int64_t>(std::floor(static_cast<double>(document_count) * val_fraction));
+  if (split.by_tokens)
+    std::cout << corpus.documents.size() << (corpus.documents.size() == 1 ? " document is" : " documents are")
+              << " too few to hold out whole ones: val.bin is the last " << val_fraction * 100 << "% of the tokens\n";
+  for (auto [name, shard, documents] :
+       {std::tuple{"train", &split.train, document_count - val_documents},
+        std::tuple{"val", &split.val, val_documents}}) {
     std::string path = out_dir + "/" + name + ".bin";
-    data::write_token_shard(path, shard);
-    // The bytes the shard decodes to: each document and the separator line after it.
-    int64_t bytes = 0;
-    for (const std::string& document : *documents) bytes += static_cast<int64_t>(document.size() + separator.size() + 1);
-    auto tokens = static_cast<int64_t>(shard.tokens.size());
+    data::write_token_shard(path, *shard);
+    // The bytes the shard decodes to: its documents and the separator line after each.
+    std::vector<int32_t> ids(shard->tokens.begin(), shard->tokens.end());
+    auto bytes = static_cast<int64_t>(tokenizer->decode(ids).size());
+    auto tokens = static_cast<int64_t>(ids.size());
     double bytes_per_token = tokens ? static_cast<double>(bytes) / static_cast<double>(tokens) : 0;
-    std::cout << name << ": " << documents->size() << " documents, " << bytes << " bytes -> " << tokens << " tokens ("
-              << fixed(bytes_per_token, 2) << " bytes per token) in " << path << "\n";
-    result[name] = {{"documents", documents->size()}, {"bytes", bytes}, {"tokens", tokens},
-                    {"bytes_per_token", bytes_per_token}, {"path", path}};
+    std::cout << name << ": " << (split.by_tokens ? "" : str(documents, " documents, ")) << bytes << " bytes -> "
+              << tokens << " tokens (" << fixed(bytes_per_token, 2) << " bytes per token) in " << path << "\n";
+    result[name] = {{"bytes", bytes}, {"tokens", tokens}, {"bytes_per_token", bytes_per_token}, {"path", path}};
+    if (!split.by_tokens) result[name]["documents"] = documents;
   }
+  std::cout << "train on them: weft train --model gpt --data " << out_dir << "\n";
   if (json) std::cout << result.dump() << "\n";
 }
 
@@ -127,10 +139,12 @@ void add_tokenize_commands(CLI::App& app, std::function<void()>& run) {
   auto tokenizer = std::make_shared<std::string>("byte");
   auto val_fraction = std::make_shared<double>(0.1);
   auto out_dir = std::make_shared<std::string>();
-  CLI::App* e = tokenize->add_subcommand("encode", "tokenize text into OUT/train.bin and OUT/val.bin");
+  CLI::App* e =
+      tokenize->add_subcommand("encode", "tokenize text into OUT/train.bin and OUT/val.bin (and OUT/tokenizer.model)");
   e->add_option("text", *paths, text_help);
   e->add_option("--tokenizer", *tokenizer, "byte | a SentencePiece .model file")->capture_default_str()->check(not_empty());
-  number_flag(e, "--val-fraction", *val_fraction, "share of the documents for validation, spread evenly",
+  number_flag(e, "--val-fraction", *val_fraction, "share of the documents for validation, spread evenly (too few "
+              "documents: the last share of the tokens); 0: an empty val.bin",
               {.min = 0, .max = 0.99});
   e->add_option("--separator", *separator, separator_help)->capture_default_str();
   e->add_option("--out", *out_dir, "directory for train.bin and val.bin")->required()->check(not_empty());

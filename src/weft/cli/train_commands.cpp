@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "weft/core/program.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataset.h"
+#include "weft/data/text.h"
 #include "weft/dist/world.h"
 #include "weft/infer/load.h"
 #include "weft/io/sharded_checkpoint.h"
@@ -255,8 +257,10 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       number_flag(t, "--dropout", text.dropout, "GPT: dropout probability"),
       t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)")
           ->check(not_empty()),
-      t->add_option("--data", text.data, "GPT: text files or directories (default: the fortunes), or random"),
-      number_flag(t, "--val-fraction", text.val_fraction, "GPT: documents held out for validation"),
+      t->add_option("--data", text.data, "GPT: text files, directories of *.txt files (default: the fortunes), token "
+                    "shards of weft tokenize encode (their directory or .bin files), or random"),
+      number_flag(t, "--val-fraction", text.val_fraction, "GPT: share of the documents held out for validation (of "
+                  "a single document: its last tokens); 0: no validation"),
       number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
   t->callback([&run, t, o, json, image_only, gpt_only] {
     if (!o->resume_dir.empty()) {
@@ -273,6 +277,11 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
         WEFT_CHECK(t->get_option(flag)->count() == 0, ValueError, flag,
                    ": is not a flag of --data random (its tokens are drawn, not read: there is no text to tokenize "
                    "or to hold out)");
+    const auto& data = o->text.data;
+    WEFT_CHECK(t->get_option("--val-fraction")->count() == 0 ||
+                   std::none_of(data.begin(), data.end(), data::is_token_shard_path),
+               ValueError, "--val-fraction: is not a flag of token shards (weft tokenize encode --val-fraction split "
+               "them into train.bin and val.bin)");
     o->validate();
     run = [o, json] { train(*o, *json); };
   });

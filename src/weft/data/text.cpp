@@ -17,6 +17,7 @@ constexpr char kShardMagic[8] = {'W', 'E', 'F', 'T', 'T', 'O', 'K', '\0'};
 constexpr uint32_t kShardVersion = 1;
 constexpr uint32_t kTokenBytes = 2;
 constexpr size_t kShardHeaderBytes = 8 + 4 + 4 + 4 + 4 + 8;
+constexpr const char* kReencode = " (re-encode the text with weft tokenize encode)";
 constexpr int64_t kMaxShardVocab = int64_t{std::numeric_limits<uint16_t>::max()} + 1;
 
 // Length of the valid UTF-8 sequence at text[i], or 0 if none starts there (RFC 3629: no overlong
@@ -66,7 +67,8 @@ uint64_t read_le(const std::string& in, size_t at, int bytes) {
 
 std::vector<std::string> read_text_documents(const std::string& path, const std::string& separator) {
   std::string text = io::read_file(path);
-  WEFT_CHECK(!text.empty(), FormatError, "'", path, "' is empty: expected UTF-8 text");
+  WEFT_CHECK(!text.empty(), FormatError, "'", path,
+             "' is empty: expected UTF-8 text (leave the file out, or write text in it)");
   check_utf8(text, path);
   std::vector<std::string> documents;
   std::string current;
@@ -87,7 +89,7 @@ std::vector<std::string> read_text_documents(const std::string& path, const std:
   }
   finish();
   WEFT_CHECK(!documents.empty(), FormatError, "'", path, "' holds no text: expected at least one document, found only '",
-             separator, "' separator lines");
+             separator, "' separator lines (leave the file out, or write text in it)");
   return documents;
 }
 
@@ -98,18 +100,31 @@ std::vector<std::string> expand_text_paths(const std::vector<std::string>& paths
     std::error_code ec;
     fs::file_status status = fs::status(path, ec);
     WEFT_CHECK(fs::exists(status), IOError, "cannot find text '", path, "'",
-               path == kFortunesDir ? " (the default corpus: install the fortunes package, scripts/setup)" : "");
+               path == kFortunesDir ? " (the default corpus: install the fortunes package, scripts/setup)"
+                                    : ": name a text file, a directory of *.txt files, or shards of weft tokenize "
+                                      "encode");
     if (!fs::is_directory(status)) {
       files.push_back(path);
       continue;
     }
-    std::vector<std::string> texts;
+    std::vector<std::string> texts, others;
     fs::directory_iterator entries(path, ec);
     WEFT_CHECK(!ec, IOError, "cannot list directory '", path, "': ", ec.message());
-    for (const fs::directory_entry& entry : entries)
-      if (entry.is_regular_file() && !entry.is_symlink() && !entry.path().has_extension())
-        texts.push_back(entry.path().string());
-    WEFT_CHECK(!texts.empty(), IOError, "'", path, "': expected text files (names without an extension), found none");
+    for (const fs::directory_entry& entry : entries) {
+      const fs::path& name = entry.path();
+      bool text =
+          entry.is_regular_file() && !entry.is_symlink() && (!name.has_extension() || name.extension() == ".txt");
+      (text ? texts : others).push_back(name.filename().string());
+    }
+    std::sort(others.begin(), others.end());
+    std::string found;
+    for (size_t i = 0; i < std::min<size_t>(others.size(), 3); ++i) found += str(i ? ", " : "", others[i]);
+    if (others.size() > 3) found += str(" and ", others.size() - 3, " more");
+    WEFT_CHECK(!texts.empty(), IOError, "'", path,
+               "': expected text files (*.txt, or names without an extension), found ",
+               others.empty() ? "an empty directory" : str("only ", found),
+               "; put the text in *.txt files there, or name a file itself");
+    for (std::string& text : texts) text = (fs::path(path) / text).string();
     std::sort(texts.begin(), texts.end());
     files.insert(files.end(), texts.begin(), texts.end());
   }
@@ -125,6 +140,23 @@ DocumentSplit split_documents(const std::vector<std::string>& documents, double 
     (val ? split.val : split.train).push_back(documents[i]);
   }
   return split;
+}
+
+ShardSplit tokenize_split(const std::vector<std::string>& documents, double val_fraction, const Tokenizer& tokenizer,
+                          const std::string& separator) {
+  DocumentSplit split = split_documents(documents, val_fraction);
+  if (val_fraction == 0 || !split.val.empty())
+    return {tokenize_documents(split.train, tokenizer, separator), tokenize_documents(split.val, tokenizer, separator)};
+  return split_token_tail(tokenize_documents(documents, tokenizer, separator), val_fraction);
+}
+
+ShardSplit split_token_tail(const TokenShard& shard, double val_fraction) {
+  WEFT_CHECK(val_fraction >= 0 && val_fraction < 1, ValueError,
+             "split_token_tail: expected a validation fraction in [0, 1), found ", val_fraction);
+  const auto val_tokens = static_cast<size_t>(std::floor(static_cast<double>(shard.tokens.size()) * val_fraction));
+  const auto cut = shard.tokens.end() - static_cast<std::ptrdiff_t>(val_tokens);
+  return {{shard.tokenizer, shard.vocab_size, {shard.tokens.begin(), cut}, shard.path},
+          {shard.tokenizer, shard.vocab_size, {cut, shard.tokens.end()}, shard.path}, true};
 }
 
 TokenShard tokenize_documents(const std::vector<std::string>& documents, const Tokenizer& tokenizer,
@@ -162,7 +194,7 @@ void write_token_shard(const std::string& path, const TokenShard& shard) {
 TokenShard read_token_shard(const std::string& path) {
   std::string bytes = io::read_file(path);
   WEFT_CHECK(bytes.size() >= kShardHeaderBytes, FormatError, "'", path, "': truncated token shard: expected a ",
-             kShardHeaderBytes, "-byte header, found ", bytes.size(), " bytes");
+             kShardHeaderBytes, "-byte header, found ", bytes.size(), " bytes", kReencode);
   WEFT_CHECK(std::memcmp(bytes.data(), kShardMagic, sizeof kShardMagic) == 0, FormatError, "'", path,
              "' is not a weft token shard: expected magic \"WEFTTOK\", found other bytes (make shards with weft "
              "tokenize encode)");
@@ -176,12 +208,12 @@ TokenShard read_token_shard(const std::string& path) {
              kMaxShardVocab, " entries, found ", vocab);
   uint64_t after_header = bytes.size() - kShardHeaderBytes;
   WEFT_CHECK(identity_bytes <= after_header, FormatError, "'", path, "': truncated token shard: the header names a ",
-             identity_bytes, "-byte tokenizer identity, but only ", after_header, " bytes follow it");
+             identity_bytes, "-byte tokenizer identity, but only ", after_header, " bytes follow it", kReencode);
   uint64_t token_bytes = after_header - identity_bytes;
   WEFT_CHECK(count <= token_bytes / kTokenBytes, FormatError, "'", path, "': truncated token shard: the header says ",
-             count, " tokens, the file holds ", token_bytes / kTokenBytes);
+             count, " tokens, the file holds ", token_bytes / kTokenBytes, kReencode);
   WEFT_CHECK(token_bytes == count * kTokenBytes, FormatError, "'", path, "': expected the file to end after its ",
-             count, " tokens, found ", token_bytes - count * kTokenBytes, " trailing bytes");
+             count, " tokens, found ", token_bytes - count * kTokenBytes, " trailing bytes", kReencode);
   TokenShard shard{bytes.substr(kShardHeaderBytes, identity_bytes), static_cast<int64_t>(vocab), {}, path};
   WEFT_CHECK(!shard.tokenizer.empty(), FormatError, "'", path, "': expected a tokenizer identity, found none");
   // The identity goes into messages, so it must not carry control bytes or line breaks.
@@ -194,17 +226,25 @@ TokenShard read_token_shard(const std::string& path) {
   for (uint64_t i = 0; i < count; ++i, at += kTokenBytes) {
     auto token = static_cast<uint16_t>(read_le(bytes, at, kTokenBytes));
     WEFT_CHECK(token < vocab, FormatError, "'", path, "': token id ", token, " at position ", i,
-               " is outside the vocabulary [0, ", vocab, ") of tokenizer ", shard.tokenizer, " (corrupt shard)");
+               " is outside the vocabulary [0, ", vocab, ") of tokenizer ", shard.tokenizer, ": a corrupt shard",
+               kReencode);
     shard.tokens[i] = token;
   }
   return shard;
+}
+
+bool is_token_shard_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  return path.ends_with(".bin") || (fs::is_directory(path, ec) && fs::exists(fs::path(path) / "train.bin", ec));
 }
 
 void check_shard_tokenizer(const TokenShard& shard, const Tokenizer& tokenizer) {
   WEFT_CHECK(shard.tokenizer == tokenizer.identity() && shard.vocab_size == tokenizer.vocab_size(), ValueError, "'",
              shard.path.empty() ? "token shard" : shard.path, "' was made by tokenizer ", shard.tokenizer, " (vocab ",
              shard.vocab_size, "), not by the given ", tokenizer.identity(), " (vocab ", tokenizer.vocab_size(),
-             "): pass the tokenizer it was made with, or re-encode the text with this one");
+             "): pass the tokenizer it was made with (--tokenizer), or re-encode the text with this one (weft "
+             "tokenize encode)");
 }
 
 TokenDataset::TokenDataset(TokenShard shard, int64_t context, int64_t stride)

@@ -9,7 +9,9 @@
 // Split. Document i of the whole list goes to validation when floor((i + 1) f) > floor(i f) for
 // the validation fraction f: exactly floor(n f) documents, spread evenly through the list
 // (rather than its tail, which for the fortunes would be the last topics alone), the same on
-// every run.
+// every run. Where that is no document (a single file of prose, or a few documents), validation
+// is instead the tail of the tokens: the last floor(N f) of all N, training the ones before, so
+// no token is in both.
 //
 // Shards. tokenize_documents encodes each document followed by its separator line, so a shard
 // decodes to the text it came from. A shard file is little-endian:
@@ -39,8 +41,9 @@ inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 std::vector<std::string> read_text_documents(const std::string& path, const std::string& separator = "%");
 
 // Paths named on a command line, in order: a file is itself, a directory stands for its regular
-// files without an extension, sorted (in the fortunes directory the .dat files are indexes and the
-// .u8 names are symlinks to the text). A missing path or a directory with no such file → IOError.
+// files named *.txt or without an extension, sorted; other names are skipped (in the fortunes
+// directory the .dat files are indexes and the .u8 names are symlinks to the text). A missing
+// path or a directory with no such file → IOError saying what it holds instead.
 std::vector<std::string> expand_text_paths(const std::vector<std::string>& paths);
 
 struct DocumentSplit {
@@ -60,8 +63,20 @@ struct TokenShard {
 // A tokenizer whose vocabulary does not fit u16 → ValueError.
 TokenShard tokenize_documents(const std::vector<std::string>& documents, const Tokenizer& tokenizer,
                               const std::string& separator = "%");
+struct ShardSplit {
+  TokenShard train, val;
+  bool by_tokens = false;  // the tail of the tokens rather than whole documents went to validation
+};
+// The documents split (see Split above) and tokenized. val_fraction outside [0, 1) → ValueError.
+ShardSplit tokenize_split(const std::vector<std::string>& documents, double val_fraction, const Tokenizer& tokenizer,
+                          const std::string& separator = "%");
+// The last floor(N val_fraction) tokens for validation, the tokens before them for training.
+ShardSplit split_token_tail(const TokenShard& shard, double val_fraction);
+
 void write_token_shard(const std::string& path, const TokenShard& shard);
 TokenShard read_token_shard(const std::string& path);
+// Whether a --data path names token shards: a .bin file, or a directory holding train.bin.
+bool is_token_shard_path(const std::string& path);
 // A shard made by another tokenizer → ValueError naming both identities.
 void check_shard_tokenizer(const TokenShard& shard, const Tokenizer& tokenizer);
 

@@ -225,7 +225,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   if (spec == "byte") return std::make_unique<ByteTokenizer>();
   std::error_code error;
   WEFT_CHECK(std::filesystem::symlink_status(spec, error).type() != std::filesystem::file_type::not_found, IOError,
-             "expected a tokenizer: 'byte' or a SentencePiece model file, found no file '", spec, "'");
+             "expected a tokenizer: 'byte' or a SentencePiece model file, found no file '", spec,
+             "' (weft tokenize train --out FILE writes one)");
   return std::make_unique<SentencePieceTokenizer>(SentencePieceTokenizer::load(spec));
 }
 

@@ -205,7 +205,8 @@ std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std:
   }
   WEFT_CHECK(tokenizer->identity() == saved.tokenizer, ValueError, "tokenizer ", spec.empty() ? "file" : spec, " (",
              tokenizer->identity(), ") does not match the checkpoint in ", saved.dir, ", trained with ",
-             saved.tokenizer);
+             saved.tokenizer, spec.empty() ? " (put that tokenizer's model file back, or pass it with --tokenizer)"
+                                           : " (leave --tokenizer out to use the checkpoint's)");
   return tokenizer;
 }
 

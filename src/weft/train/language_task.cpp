@@ -2,8 +2,11 @@
 // learning to predict the next token of a text corpus (docs/gpt.md).
 //
 // Data. The text files are read as documents, split by document into training and validation
-// (data/text.h), and tokenized in memory. `--data random` instead draws uniform random tokens (a
-// benchmark input: there is nothing to learn, and no bytes to measure bits per byte against).
+// (or, when that would hold out no document, by the tail of the tokens: data/text.h), and
+// tokenized in memory. Token shards from `weft tokenize encode` are read as they are, with the
+// tokenizer that made them. `--val-fraction 0` (or an empty val.bin) trains without validation.
+// `--data random` instead draws uniform random tokens (a benchmark input: there is nothing to
+// learn, and no bytes to measure bits per byte against).
 // A training sample is a window of `context` tokens at a start drawn uniformly.
 //
 // Losses are natural-log cross-entropy per token (nats); bits per byte is the validation loss
@@ -39,8 +42,9 @@ nlohmann::json config_json(const nn::GPTConfig& c) {
 }
 
 struct Corpus {
-  data::TokenShard train, val;
-  int64_t val_bytes = 0;  // what the validation tokens decode to; 0 for random tokens
+  data::TokenShard train, val;  // val without tokens: no validation
+  int64_t val_bytes = 0;        // what the validation tokens decode to; 0 for random tokens
+  std::string split;            // how validation was chosen, for the log and the evaluation line
 };
 
 data::TokenShard random_tokens(int64_t count, int64_t vocab, Generator gen) {
@@ -52,23 +56,86 @@ data::TokenShard random_tokens(int64_t count, int64_t vocab, Generator gen) {
   return shard;
 }
 
-Corpus load_corpus(const TextOptions& o, uint64_t seed, const data::Tokenizer& tokenizer, int64_t vocab) {
+std::string percent(double fraction) { return str(fraction * 100, "%"); }
+
+// --data's text: split by document, or by the tail of the tokens where the fraction of the
+// documents is none (data/text.h).
+Corpus text_corpus(const TextOptions& o, const data::Tokenizer& tokenizer) {
   Corpus corpus;
-  if (o.data.size() == 1 && o.data[0] == "random") {
-    WEFT_CHECK(vocab <= 65536, ValueError, "--vocab: must be at most 65536 with --data random (its tokens are u16), got '",
-               vocab, "'");
-    corpus.train = random_tokens(kRandomTrainTokens, vocab, Generator(seed));
-    corpus.val = random_tokens(kRandomValTokens, vocab, Generator(seed + 1));
-    return corpus;
-  }
   std::vector<std::string> documents;
   for (const std::string& file : data::expand_text_paths(o.data.empty() ? std::vector<std::string>{data::kFortunesDir} : o.data))
     for (std::string& document : data::read_text_documents(file)) documents.push_back(std::move(document));
-  data::DocumentSplit split = data::split_documents(documents, o.val_fraction);
-  WEFT_CHECK(!split.val.empty(), ValueError, "--val-fraction ", o.val_fraction, " of ", documents.size(),
-             " documents leaves none for validation");
-  corpus.train = data::tokenize_documents(split.train, tokenizer);
-  corpus.val = data::tokenize_documents(split.val, tokenizer);
+  data::ShardSplit split = data::tokenize_split(documents, o.val_fraction, tokenizer);
+  corpus.train = std::move(split.train);
+  corpus.val = std::move(split.val);
+  const size_t tokens = corpus.train.tokens.size() + corpus.val.tokens.size();
+  WEFT_CHECK(o.val_fraction == 0 || !corpus.val.tokens.empty(), ValueError, "--val-fraction ", o.val_fraction, " of ",
+             tokens, " tokens is no token: give more text, a larger --val-fraction, or --val-fraction 0 (no "
+             "validation)");
+  if (o.val_fraction == 0) corpus.split = "--val-fraction 0";
+  else if (split.by_tokens)
+    corpus.split = str("the last ", percent(o.val_fraction), " of the tokens (", documents.size(),
+                       documents.size() == 1 ? " document" : " documents", ": too few to hold out whole ones)");
+  else corpus.split = str(std::floor(static_cast<double>(documents.size()) * o.val_fraction), " of ", documents.size(),
+                          " documents, spread evenly");
+  std::vector<int32_t> ids(corpus.val.tokens.begin(), corpus.val.tokens.end());
+  corpus.val_bytes = static_cast<int64_t>(tokenizer.decode(ids).size());
+  return corpus;
+}
+
+// --data's token shards (weft tokenize encode): directories holding train.bin and val.bin, or
+// .bin files, those named val.bin the validation. Empty when --data is text.
+struct ShardInput {
+  std::vector<data::TokenShard> train, val;
+};
+
+ShardInput read_shards(const std::vector<std::string>& paths) {
+  ShardInput input;
+  const auto shard_paths = std::count_if(paths.begin(), paths.end(), data::is_token_shard_path);
+  if (shard_paths == 0) return input;
+  WEFT_CHECK(shard_paths == static_cast<std::ptrdiff_t>(paths.size()), ValueError,
+             "--data: names token shards and text together; train on one or the other (weft tokenize encode turns "
+             "the text into shards)");
+  for (const std::string& path : paths) {
+    if (!fs::is_directory(path)) {
+      (fs::path(path).filename() == "val.bin" ? input.val : input.train).push_back(data::read_token_shard(path));
+      continue;
+    }
+    input.train.push_back(data::read_token_shard((fs::path(path) / "train.bin").string()));
+    const fs::path val = fs::path(path) / "val.bin";
+    WEFT_CHECK(fs::exists(val), IOError, "'", path, "' holds train.bin but no val.bin; weft tokenize encode writes both "
+               "(an empty val.bin with --val-fraction 0): pass ", (fs::path(path) / "train.bin").string(),
+               " alone for no validation, or encode the text again");
+    input.val.push_back(data::read_token_shard(val.string()));
+  }
+  WEFT_CHECK(!input.train.empty(), ValueError, "--data: names only validation shards (val.bin); add the training one, "
+             "DIR/train.bin");
+  return input;
+}
+
+// The tokenizer that made the shards, when no --tokenizer names it: bytes, or the tokenizer.model
+// weft tokenize encode writes beside them.
+std::unique_ptr<data::Tokenizer> shard_tokenizer(const data::TokenShard& shard) {
+  if (shard.tokenizer == "byte") return data::load_tokenizer("byte");
+  const std::string model = (fs::path(shard.path).parent_path() / "tokenizer.model").string();
+  WEFT_CHECK(fs::exists(model), IOError, "'", shard.path, "' was made by tokenizer ", shard.tokenizer,
+             ", and no tokenizer.model sits beside it: pass that tokenizer's model file with --tokenizer");
+  return data::load_tokenizer(model);
+}
+
+Corpus shard_corpus(ShardInput input, const data::Tokenizer& tokenizer) {
+  Corpus corpus;
+  for (auto [shards, joined] : {std::pair{&input.train, &corpus.train}, std::pair{&input.val, &corpus.val}}) {
+    *joined = {tokenizer.identity(), tokenizer.vocab_size(), {}, {}};
+    for (const data::TokenShard& shard : *shards) {
+      data::check_shard_tokenizer(shard, tokenizer);
+      joined->tokens.insert(joined->tokens.end(), shard.tokens.begin(), shard.tokens.end());
+      joined->path += str(joined->path.empty() ? "" : ", ", shard.path);
+    }
+  }
+  corpus.split = !corpus.val.tokens.empty() ? corpus.val.path
+                 : corpus.val.path.empty() ? "--data names no val.bin"
+                                           : corpus.val.path + " is empty: weft tokenize encode --val-fraction 0";
   std::vector<int32_t> ids(corpus.val.tokens.begin(), corpus.val.tokens.end());
   corpus.val_bytes = static_cast<int64_t>(tokenizer.decode(ids).size());
   return corpus;
@@ -145,29 +212,61 @@ class LanguageTask : public Task {
     const TextOptions& t = o.text;
     std::optional<infer::SavedGPT> saved;
     if (!o.resume_dir.empty()) saved = infer::read_saved_gpt(o.resume_dir);
-    tokenizer_ = saved ? infer::tokenizer_for(*saved, t.tokenizer) : data::load_tokenizer(t.tokenizer.empty() ? "byte" : t.tokenizer);
-    config_ = resolve_config(t, saved, tokenizer_->vocab_size());
     random_data_ = t.data.size() == 1 && t.data[0] == "random";
+    ShardInput shards = random_data_ ? ShardInput{} : read_shards(t.data);
+    const bool from_shards = !shards.train.empty();
+    tokenizer_ = saved                  ? infer::tokenizer_for(*saved, t.tokenizer)
+                 : !t.tokenizer.empty() ? data::load_tokenizer(t.tokenizer)
+                 : from_shards          ? shard_tokenizer(shards.train[0])
+                                        : data::load_tokenizer("byte");
+    config_ = resolve_config(t, saved, tokenizer_->vocab_size());
     WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError,
                "--vocab: must be at least the tokenizer's vocabulary of ", tokenizer_->vocab_size(), ", got '",
                config_.vocab, "'");
 
-    Corpus corpus = load_corpus(t, o.seed, *tokenizer_, config_.vocab);
+    Corpus corpus;
+    if (random_data_) {
+      WEFT_CHECK(config_.vocab <= 65536, ValueError, "--vocab: must be at most 65536 with --data random (its tokens are "
+                 "u16), got '", config_.vocab, "'");
+      corpus.train = random_tokens(kRandomTrainTokens, config_.vocab, Generator(o.seed));
+      corpus.val = random_tokens(kRandomValTokens, config_.vocab, Generator(o.seed + 1));
+    } else {
+      corpus = !from_shards ? text_corpus(t, *tokenizer_) : shard_corpus(std::move(shards), *tokenizer_);
+    }
+    auto check_window = [&](const data::TokenShard& shard, const char* which, const std::string& remedy) {
+      WEFT_CHECK(static_cast<int64_t>(shard.tokens.size()) > config_.context, ValueError, "--context ", config_.context,
+                 ": a window needs ", config_.context + 1, " tokens (inputs and next-token targets), and there are ",
+                 shard.tokens.size(), " ", which, " tokens; use a shorter --context, ", remedy);
+    };
+    check_window(corpus.train, "training", "or more text");
+    if (!corpus.val.tokens.empty())
+      check_window(corpus.val, "validation", from_shards ? "or encode with a larger --val-fraction"
+                                                         : "a larger --val-fraction, or --val-fraction 0 (no validation)");
     train_ = std::make_shared<data::TokenDataset>(std::move(corpus.train), config_.context);
-    val_ = std::make_shared<data::TokenDataset>(std::move(corpus.val), config_.context, /*stride=*/config_.context);
-    tokens_per_byte_ = corpus.val_bytes > 0 ? static_cast<double>(val_->shard().tokens.size()) /
-                                                  static_cast<double>(corpus.val_bytes)
-                                            : NAN;
-    unigram_bits_per_byte_ = unigram_loss(train_->shard(), val_->shard(), config_.vocab) * kBitsPerNat * tokens_per_byte_;
+    if (!corpus.val.tokens.empty()) {
+      val_ = std::make_shared<data::TokenDataset>(std::move(corpus.val), config_.context, /*stride=*/config_.context);
+      tokens_per_byte_ = corpus.val_bytes > 0 ? static_cast<double>(val_->shard().tokens.size()) /
+                                                    static_cast<double>(corpus.val_bytes)
+                                              : NAN;
+      unigram_bits_per_byte_ =
+          unigram_loss(train_->shard(), val_->shard(), config_.vocab) * kBitsPerNat * tokens_per_byte_;
+    }
+    split_ = corpus.split;
     log << "GPT " << config_json(config_).dump() << "; tokenizer " << tokenizer_->identity() << "; "
-        << train_->shard().tokens.size() << " training tokens, " << val_->shard().tokens.size() << " validation tokens\n";
-    if (!random_data_)
+        << train_->shard().tokens.size() << " training tokens, "
+        << (val_ ? str(val_->shard().tokens.size(), " validation tokens") : str("no validation (", split_, ")"))
+        << "\n";
+    if (val_ && !split_.empty()) log << "validation: " << split_ << "\n";
+    if (val_ && !random_data_)
       log << "unigram baseline: " << unigram_bits_per_byte_ << " bits/byte (" << 1 / tokens_per_byte_ << " bytes/token)\n";
   }
 
   const TaskDefaults& defaults() const override { return kTextDefaults; }
   std::string model_name() const override { return "gpt"; }
-  int64_t eval_samples() const override { return eval_windows_ > 0 ? std::min(eval_windows_, val_->size()) : val_->size(); }
+  int64_t eval_samples() const override {
+    if (!val_) return 0;
+    return eval_windows_ > 0 ? std::min(eval_windows_, val_->size()) : val_->size();
+  }
   std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const override {
     auto model = std::make_shared<nn::GPT>(config_);
     model->set_checkpoint_activations(checkpoint_activations);
@@ -193,6 +292,10 @@ class LanguageTask : public Task {
   // decode to, which makes tokenizers comparable (NaN for random tokens: they decode to nothing).
   Evaluation evaluate(nn::Module& model, int64_t batch_size, const LossFn& loss_fn,
                       const EvalProgress& progress) const override {
+    // Nothing held out, so nothing to measure or to diverge: a loss of 0 passes the trainer's check.
+    if (!val_)
+      return {.loss = 0, .scalars = nlohmann::json::object(), .result = {{"val_loss", nullptr}},
+              .line = str("no validation set (", split_, ")")};
     const double loss = validation_loss(model, *val_, batch_size, eval_windows_, loss_fn, progress);
     const double bits_per_byte = loss * kBitsPerNat * tokens_per_byte_;
     Evaluation e{.loss = loss,
@@ -224,7 +327,8 @@ class LanguageTask : public Task {
   std::unique_ptr<data::Tokenizer> tokenizer_;
   nn::GPTConfig config_;
   bool random_data_ = false;
-  std::shared_ptr<data::TokenDataset> train_, val_;
+  std::shared_ptr<data::TokenDataset> train_, val_;  // val_ null: no validation
+  std::string split_;
   double tokens_per_byte_ = NAN, unigram_bits_per_byte_ = NAN;
 };
 

@@ -155,7 +155,7 @@ void TrainOptions::validate() const {
     WEFT_CHECK(dim % heads == 0, ValueError, "--dim: must be a multiple of --heads (", heads, "), got '", dim, "'");
   }
   check_flag("--dropout", text.dropout, {.min = 0, .max = 1, .max_open = true});
-  check_flag("--val-fraction", text.val_fraction, {.min = 0, .max = 1, .min_open = true, .max_open = true});
+  check_flag("--val-fraction", text.val_fraction, {.min = 0, .max = 1, .max_open = true});
   check_flag("--eval-windows", text.eval_windows, {.min = 0});
 }
 

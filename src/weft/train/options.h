@@ -41,7 +41,7 @@ struct TextOptions {
   double dropout = 0;
   std::string tokenizer;          // "byte" or a SentencePiece model file; "": the checkpoint's when resuming, else byte
   std::vector<std::string> data;  // text files or directories (default: the fortunes), or {"random"}
-  double val_fraction = 0.05;     // of the documents
+  double val_fraction = 0.05;     // of the documents, or of the tokens (data/text.h); 0: no validation
   int64_t eval_windows = 0;       // validation windows per evaluation; 0: all of them
 };
 
