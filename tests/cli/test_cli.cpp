@@ -42,7 +42,7 @@ class CliTest : public ::testing::Test {
 TEST_F(CliTest, UnknownModelFlagOrSubcommandExitsTwo) {
   expect_usage_error(weft_cli("train --model resnet"), "resnet");
   expect_usage_error(weft_cli("train --no-such-flag"), "--no-such-flag");
-  expect_usage_error(weft_cli("frobnicate"), "subcommand");
+  expect_usage_error(weft_cli("frobnicate"), "unknown command 'frobnicate' (see weft --help)");
   expect_usage_error(weft_cli("train --epochs two"), "two");
 }
 

@@ -119,12 +119,12 @@ std::vector<Row> rows() {
       {"tokenize train /nonexistent/weft-text --out OUT", "--type", {"wordpiece"}},
       {"tokenize encode /nonexistent/weft-text --out OUT", "--val-fraction", with(kNotReal, {"-0.1", "1", "0.995"})},
       {kPlan, "--layers", positive},
-      {kPlan, "--hidden", positive},
-      {kPlan, "--heads", with(positive, {"5"})},  // 5 does not divide the hidden width 768
+      {kPlan, "--dim", positive},
+      {kPlan, "--heads", with(positive, {"5"})},  // 5 does not divide the width 768
       {kPlan, "--vocab", positive},
-      {kPlan, "--seq", positive},
-      {kPlan, "--batch", positive},
-      {kPlan + " --batch 8", "--world", with(positive, {"3"})},  // 3 does not divide the batch
+      {kPlan, "--context", positive},
+      {kPlan, "--batch-size", positive},
+      {kPlan + " --batch-size 8", "--gpus", with(positive, {"3"})},  // 3 does not divide the batch
       {kPlan, "--zero", with(kNotWhole, {"-1", "4"})},
       {kPlan, "--precision", {"fp8"}},
       {kPlan, "--optimizer", {"lion"}},
@@ -251,13 +251,13 @@ TEST_F(FlagsTest, GoodEdgeValuesAreTaken) {
     EXPECT_EQ(o.status, 2) << o.output;
     EXPECT_TRUE(contains(o.output, "/nonexistent/")) << o.output;
   }
-  EXPECT_EQ(testing::weft_cli("plan --model gpt --zero 3 --world 8 --batch 8").status, 0);
+  EXPECT_EQ(testing::weft_cli("plan --model gpt --zero 3 --gpus 8 --batch-size 8").status, 0);
   EXPECT_EQ(testing::weft_cli("dtype --scale 1e-30 1").status, 0);
 }
 
 // Whole numbers are decimal: a leading zero does not make CLI11's octal of it.
 TEST_F(FlagsTest, WholeNumbersAreDecimal) {
-  Outcome o = testing::weft_cli("plan --model cnn --batch 010 --json");
+  Outcome o = testing::weft_cli("plan --model cnn --batch-size 010 --json");
   ASSERT_EQ(o.status, 0) << o.output;
   EXPECT_EQ(testing::last_line_json(o.output)["batch"], 10);
 }

@@ -100,20 +100,20 @@ TEST(PlanCliTest, HelpStatesTheConvention) {
 }
 
 TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
-  expect_usage_error("--model cnn --batch 0", "--batch: must be a positive whole number, got '0'");
-  expect_usage_error("--model cnn --batch -3", "--batch: must be a positive whole number, got '-3'");
-  expect_usage_error("--model cnn --world 0", "--world: must be a positive whole number");
-  expect_usage_error("--model cnn --world 3 --batch 128", "--world: must divide --batch (128) so that data parallelism gives each device batch / world samples, got '3'");
+  expect_usage_error("--model cnn --batch-size 0", "--batch-size: must be a positive whole number, got '0'");
+  expect_usage_error("--model cnn --batch-size -3", "--batch-size: must be a positive whole number, got '-3'");
+  expect_usage_error("--model cnn --gpus 0", "--gpus: must be a positive whole number");
+  expect_usage_error("--model cnn --gpus 3 --batch-size 128", "--gpus: must divide --batch-size (128) so that data parallelism gives each device batch / world samples, got '3'");
   expect_usage_error("--model cnn --zero 4", "--zero: must be a whole number from 0 to 3, got '4'");
   expect_usage_error("--model cnn --zero -1", "--zero: must be a whole number from 0 to 3");
   expect_usage_error("--model cnn --tp 2 --world 2", "tensor and pipeline parallelism split a GPT");
   expect_usage_error("--model gpt --tp 5 --world 5", "--tp 5: the GPT's 12 heads");
   expect_usage_error("--model gpt --pp 13 --world 13 --grad-accum 13", "--layers must be at least --pp");
   expect_usage_error("--model gpt --pp 4 --world 4", "--grad-accum: 1F1B over 4 stages needs at least 4 micro-batches");
-  expect_usage_error("--model gpt --tp 2 --pp 2 --world 6", "--world: must be a multiple of --tp x --pp (4)");
+  expect_usage_error("--model gpt --tp 2 --pp 2 --world 6", "--gpus: must be a multiple of --tp x --pp (4)");
   expect_usage_error("--model gpt --tp 0", "--tp: must be a positive whole number");
   expect_usage_error("--model gpt --pp 2 --world 2 --grad-accum 2 --pp-schedule zigzag", "--pp-schedule");
-  expect_usage_error("--layers 12 --hidden 768 --heads 5", "--heads: must divide --hidden (768)");
+  expect_usage_error("--layers 12 --dim 768 --heads 5", "--heads: must divide --dim (768)");
   expect_usage_error("--layers 0", "--layers: must be a positive whole number");
   expect_usage_error("--model gpt --vocab -1", "--vocab: must be a positive whole number");
   expect_usage_error("--params 0", "--params");

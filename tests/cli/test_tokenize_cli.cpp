@@ -103,7 +103,7 @@ TEST_F(TokenizeCliTest, BadTextOrTokenizerExitsTwoWithOneLine) {
   expect_usage_error(weft_cli("tokenize train " + path("fortunes")), "--out");
   expect_usage_error(weft_cli("tokenize train --type wordpiece " + path("fortunes") + " --out " + path("t.model")),
                      "wordpiece");
-  expect_usage_error(weft_cli("tokenize"), "subcommand");
+  expect_usage_error(weft_cli("tokenize"), "a command is needed after 'weft tokenize': train, encode");
 }
 
 }  // namespace

@@ -176,20 +176,20 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
   PlanRequest r = request(Precision::fp32);
   r.batch = 128;
   r.world = 3;
-  EXPECT_TRUE(contains(plan_with(r), "--world: must divide --batch (128)")) << plan_with(r);
+  EXPECT_TRUE(contains(plan_with(r), "--gpus: must divide --batch-size (128)")) << plan_with(r);
   r.world = 0;
-  EXPECT_TRUE(contains(plan_with(r), "--world: must be a positive whole number, got '0'"));
+  EXPECT_TRUE(contains(plan_with(r), "--gpus: must be a positive whole number, got '0'"));
   r.world = 1;
   r.zero = 4;
   EXPECT_TRUE(contains(plan_with(r), "--zero: must be a whole number from 0 to 3, got '4'"));
   r.zero = 0;
   r.batch = -5;
-  EXPECT_TRUE(contains(plan_with(r), "--batch: must be a positive whole number, got '-5'"));
+  EXPECT_TRUE(contains(plan_with(r), "--batch-size: must be a positive whole number, got '-5'"));
   r.batch = 128;
   r.device = "TPUv9";
   EXPECT_TRUE(contains(plan_with(r), "A100-40GB|A100-80GB|H100|H200|RTX4090|cpu"));
   auto gpt_error = [](nn::GPTConfig c) { return message_of<ValueError>([&] { ModelDescription::gpt(c); }); };
-  EXPECT_TRUE(contains(gpt_error({.heads = 5, .dim = 768}), "--heads: must divide --hidden (768)"));
+  EXPECT_TRUE(contains(gpt_error({.heads = 5, .dim = 768}), "--heads: must divide --dim (768)"));
   EXPECT_TRUE(contains(gpt_error({.layers = 0}), "--layers: must be a positive whole number, got '0'"));
   EXPECT_TRUE(contains(gpt_error({.vocab = -3}), "--vocab"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::parameters_only(0); }), "--params"));
@@ -236,7 +236,7 @@ TEST(PlannerTest, SplitPlansShareTheModelAndRefuseWhatTrainingRefuses) {
   const ModelDescription gpt = ModelDescription::gpt(c);
   EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 3, .tp = 3}), "--tp 3"));
   EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 5, .pp = 5, .micro_batches = 8}), "--layers must be at least --pp"));
-  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 3, .tp = 2}), "--world: must be a multiple of --tp x --pp"));
+  EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 3, .tp = 2}), "--gpus: must be a multiple of --tp x --pp"));
   EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .world = 2, .pp = 2, .micro_batches = 1}),
                        "1F1B over 2 stages needs at least 2 micro-batches"));
   EXPECT_TRUE(contains(plan_with(gpt, {.batch = 8, .zero = 2, .world = 4, .tp = 2}), "--zero 2: not with --tp or --pp"));

@@ -51,14 +51,14 @@ struct EstimateFlags {
 };
 
 void add_run_flags(CLI::App* c, RunFlags& f, bool flops_allowed) {
-  number_flag(c, "--params", f.params, "model parameters (175e9)", kPositive);
+  parameter_count_flag(c, "--params", f.params, "model parameters (175e9, 7B)");
   number_flag(c, "--tokens", f.tokens, "tokens (or samples) trained on; FLOPs = 6 x params x tokens", kPositive);
   if (flops_allowed) number_flag(c, "--flops", f.flops, "or the training FLOPs themselves", kPositive);
   c->add_option("--device", f.device, memory::device_names())->capture_default_str();
   c->add_option("--precision", f.precision, "whose peak: bf16 | fp16 | fp32 | int8")
       ->check(one_of({"bf16", "fp16", "fp32", "int8"}))
       ->capture_default_str();
-  number_flag(c, "--count,--gpus", f.count, "devices training together", {.min = 1});
+  number_flag(c, kGpusFlag, f.count, "devices training together", {.min = 1});
   number_flag(c, "--mfu", f.mfu, "model FLOPs utilisation in (0, 1]: the fraction of the peak reached (0.3-0.5 is usual)",
               {.min = 0, .max = 1, .min_open = true});
 }
@@ -187,7 +187,7 @@ void estimate_comm(const EstimateFlags& f) {
        << "  2(n-1)/n x S/B = " << sci(bandwidth_s) << " s, + 2(n-1) x latency = " << sci(latency_s) << " s: "
        << sci(comm_s) << " s per step\n";
   if (f.batch) {
-    WEFT_CHECK(params, ValueError, "estimate comm: --batch needs --params for the step's compute");
+    WEFT_CHECK(params, ValueError, "estimate comm: --batch-tokens needs --params for the step's compute");
     const memory::DeviceSpec device = memory::find_device(f.run.device);
     const double peak = memory::peak_flops(device, f.run.precision);
     const double compute_s = memory::training_flops(*params, *f.batch / n) / (peak * f.run.mfu);
@@ -326,14 +326,14 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
   CLI::App* comm = c->add_subcommand(
       "comm",
       "ring all-reduce time per step, 2(n-1)/n x S/B + 2(n-1) x latency, against the step's compute\n"
-      "(6 x params x tokens per rank / (peak x MFU)) when --params and --batch are given, and what gradient\n"
+      "(6 x params x tokens per rank / (peak x MFU)) when --params and --batch-tokens are given, and what gradient\n"
       "compression or ZeRO would change");
   number_flag(comm, "--bytes", f->bytes, "bytes all-reduced per step (default: --params x --grad-bytes)", kPositive);
-  number_flag(comm, "--world", f->world, "ranks in the ring", {.min = 1});
+  number_flag(comm, kGpusFlag, f->world, "ranks in the ring, a device each", {.min = 1});
   comm->add_option("--link", f->link, memory::link_names())->capture_default_str();
-  number_flag(comm, "--params", f->run.params, "model parameters", kPositive);
+  parameter_count_flag(comm, "--params", f->run.params, "model parameters (1.5e9, 7B)");
   number_flag(comm, "--grad-bytes", f->grad_bytes, "bytes per gradient (4: fp32, 2: bf16)", kPositive);
-  number_flag(comm, "--batch", f->batch, "tokens (or samples) per step over all ranks", kPositive);
+  number_flag(comm, "--batch-tokens,--batch", f->batch, "tokens (or samples) per step over all ranks", kPositive);
   comm->add_option("--device", f->run.device, memory::device_names())->capture_default_str();
   comm->add_option("--precision", f->run.precision, "bf16 | fp16 | fp32 | int8")
       ->check(one_of({"bf16", "fp16", "fp32", "int8"}))

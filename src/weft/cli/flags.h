@@ -16,8 +16,14 @@
 #include <vector>
 
 #include "weft/core/flag_value.h"
+#include "weft/core/suggest.h"
+#include "weft/memory/planner.h"
 
 namespace weft::cli {
+
+// The number of devices (GPUs, or CPUs for --device cpu), as every command that plans for several
+// names it; --world and --count are the names plan and estimate used before.
+inline const std::string kGpusFlag = "--gpus,--world,--count";
 
 template <typename T>
 struct FlagValueType {
@@ -41,6 +47,15 @@ CLI::Option* number_flag(CLI::App* app, const std::string& name, Target& target,
   return option;
 }
 
+// A parameter count, read alike wherever a command takes one: 124M, 7B, 70e9
+// (memory::parse_parameter_count).
+template <typename Target>
+CLI::Option* parameter_count_flag(CLI::App* app, const std::string& name, Target& target, const std::string& help) {
+  return app->add_option_function<std::string>(
+                name, [&target](const std::string& text) { target = memory::parse_parameter_count(text); }, help)
+      ->type_name("COUNT");
+}
+
 // For ->check(): a path or name whose empty value would read as the flag left out (`--out ''`
 // would train without saving).
 inline CLI::Validator not_empty() {
@@ -49,7 +64,7 @@ inline CLI::Validator not_empty() {
 }
 
 // For ->check(): a flag that takes one of `names`, refused as "--model: must be one of mlp, cnn,
-// gpt, got 'foo'".
+// gpt, got 'gtp'; did you mean gpt?".
 inline CLI::Validator one_of(const std::vector<std::string>& names) {
   std::string listed, choices;
   for (const std::string& name : names) {
@@ -59,7 +74,7 @@ inline CLI::Validator one_of(const std::vector<std::string>& names) {
   return CLI::Validator(
       [names, listed](const std::string& value) -> std::string {
         if (std::find(names.begin(), names.end(), value) != names.end()) return "";
-        return "must be one of " + listed + ", got '" + value + "'";
+        return "must be one of " + listed + ", got '" + value + "'" + did_you_mean(closest_names(value, names));
       },
       "{" + choices + "}");
 }

@@ -44,7 +44,7 @@ memory::ModelDescription describe(const PlanFlags& f) {
     return memory::ModelDescription::builtin(f.model);
   }
   WEFT_CHECK(!f.model.empty() || has_architecture, ValueError,
-             "plan: no model: give --model mlp|cnn|gpt, --params N, or a GPT's --layers --hidden --heads --vocab --seq");
+             "plan: no model: give --model mlp|cnn|gpt, --params N, or a GPT's --layers --dim --heads --vocab --context");
   return memory::ModelDescription::gpt(f.gpt);
 }
 
@@ -219,7 +219,7 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       "  fp32: 4 + 4 + Adam 8 (m, v) = 16; SGD momentum 4; plain SGD 0\n"
       "  fp16 / bf16 (mixed precision, f32 master weights): 2 + 2 + Adam 12 (master, m, v) = 16; momentum 8; SGD 4\n"
       "  bf16-pure: 2 + 2 + Adam 4 (m, v in bf16) = 8\n"
-      "ZeRO --zero 1 shards the optimizer states over the data-parallel replicas (--world / (--tp x --pp)), 2 also\n"
+      "ZeRO --zero 1 shards the optimizer states over the data-parallel replicas (--gpus / (--tp x --pp)), 2 also\n"
       "the gradients, 3 also the parameters (these two not with --tp or --pp).\n"
       "Activations come from the layers' shapes and what weft's ops keep for the backward; the total is the\n"
       "predicted peak of one training step per device. Sizes print in bytes, decimal GB and binary GiB.");
@@ -229,18 +229,18 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
   const std::vector<CLI::Option*> architecture = {
       number_flag(c, "--layers", f->gpt.layers, "GPT: transformer blocks", {.min = 1}),
-      number_flag(c, "--hidden,--dim", f->gpt.dim, "GPT: model width", {.min = 1}),
-      number_flag(c, "--heads", f->gpt.heads, "GPT: attention heads (must divide --hidden)", {.min = 1}),
+      number_flag(c, "--dim,--hidden", f->gpt.dim, "GPT: model width", {.min = 1}),
+      number_flag(c, "--heads", f->gpt.heads, "GPT: attention heads (must divide --dim)", {.min = 1}),
       number_flag(c, "--vocab", f->gpt.vocab, "GPT: vocabulary size", {.min = 1}),
-      number_flag(c, "--seq,--context", f->gpt.context, "GPT: sequence length trained on", {.min = 1})};
+      number_flag(c, "--context,--seq", f->gpt.context, "GPT: sequence length trained on", {.min = 1})};
   CLI::Option* batch = number_flag(
-      c, "--batch", f->batch, "global batch, split over --world (default: 128 images or 8 sequences per device)",
+      c, "--batch-size,--batch", f->batch, "global batch, split over --gpus (default: 128 images or 8 sequences per device)",
       {.min = 1});
   c->add_option("--precision", f->precision, "fp32 | fp16 | bf16 (mixed, f32 master weights) | bf16-pure")
       ->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adam | adamw | momentum (SGD with momentum) | sgd")->capture_default_str();
   number_flag(c, "--zero", f->zero, "ZeRO stage 0-3", {.min = 0, .max = 3});
-  number_flag(c, "--world,--gpus", f->world, "devices: data-parallel replicas x --tp x --pp", {.min = 1});
+  number_flag(c, kGpusFlag, f->world, "devices: data-parallel replicas x --tp x --pp", {.min = 1});
   number_flag(c, "--tp", f->tp, "GPT: tensor-parallel ranks (heads, MLP and vocabulary split)", {.min = 1});
   number_flag(c, "--pp", f->pp, "GPT: pipeline stages (blocks split)", {.min = 1});
   number_flag(c, "--grad-accum", f->grad_accum, "micro-batches per step (a pipeline's are these)", {.min = 1});

@@ -115,7 +115,7 @@ void quantize(const QuantizeOptions& o) {
 void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   auto o = std::make_shared<QuantizeOptions>();
   CLI::App* q = app.add_subcommand("quantize", "post-training quantization of a weft train checkpoint (int8 or int4)");
-  q->add_option("checkpoint", o->checkpoint, "model.safetensors or the checkpoint directory holding it")
+  q->add_option("checkpoint,--checkpoint", o->checkpoint, "model.safetensors or the checkpoint directory holding it")
       ->required()->check(not_empty());
   q->add_option("--out", o->out, "the quantized .safetensors file to write")->required()->check(not_empty());
   auto int8 = q->add_flag("--int8", o->int8, "int8 weights per output channel; u8 activations per tensor");

@@ -313,7 +313,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
 
   auto path = std::make_shared<std::string>();
   CLI::App* i = app.add_subcommand("info", "the tensors in a safetensors file and the model's size per number format");
-  i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required()->check(not_empty());
+  i->add_option("checkpoint,--checkpoint", *path, "a .safetensors file or a checkpoint directory")->required()->check(not_empty());
   i->add_flag("--json", *json);
   i->callback([&run, path, json] { run = [=] { info(*path, *json); }; });
 
@@ -323,7 +323,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   c->require_subcommand(1);
   CLI::App* consolidate = c->add_subcommand(
       "consolidate", "merge a sharded checkpoint (weft train --parallel zero1|zero2|zero3) into one model file");
-  consolidate->add_option("dir", *sharded, "the checkpoint directory")->required()->check(not_empty());
+  consolidate->add_option("checkpoint,--checkpoint", *sharded, "the sharded checkpoint directory")->required()->check(not_empty());
   consolidate->add_option("--out", *out, "the .safetensors file to write (weft eval --checkpoint FILE reads it)")
       ->required()->check(not_empty());
   consolidate->callback([&run, sharded, out] {

@@ -1,7 +1,5 @@
 #include "weft/memory/devices.h"
 
-#include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -9,6 +7,7 @@
 #include <utility>
 
 #include "weft/core/error.h"
+#include "weft/core/suggest.h"
 #include "weft/monitor/hierarchy.h"
 
 namespace weft::memory {
@@ -27,11 +26,8 @@ constexpr double kTera = 1e12;
 constexpr double kSpotFraction = 0.3;
 const std::string kSpotRule = "; spot = 30% of on-demand (spot sells 70-90% below it: https://aws.amazon.com/ec2/spot/)";
 
-bool same_name(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
+// "RTX 4090", "rtx-4090" and RTX4090 are one device.
+bool same_name(std::string_view a, std::string_view b) { return name_key(a) == name_key(b); }
 
 // MemTotal from /proc/meminfo ("MemTotal:  131891316 kB", where kB means KiB).
 int64_t host_memory_bytes() {
@@ -198,7 +194,9 @@ DeviceSpec find_device(std::string_view name) {
   for (const DeviceSpec& d : gpu_devices())
     if (same_name(d.name, name)) return d;
   if (same_name(name, "cpu")) return cpu_device();
-  throw ValueError(str("--device: must be one of ", device_names(), ", got '", name, "'"));
+  std::vector<std::string> known = {"cpu"};
+  for (const DeviceSpec& d : gpu_devices()) known.push_back(d.name);
+  throw ValueError(str("--device: must be one of ", device_names(), ", got '", name, "'", did_you_mean(closest_names(name, known))));
 }
 
 // Latencies are one message's, end to end between two processes, orders of magnitude as the
@@ -233,7 +231,9 @@ std::string link_names() {
 LinkSpec find_link(std::string_view name) {
   for (const LinkSpec& l : links())
     if (same_name(l.name, name)) return l;
-  throw ValueError(str("--link: must be one of ", link_names(), ", got '", name, "'"));
+  std::vector<std::string> known;
+  for (const LinkSpec& l : links()) known.push_back(l.name);
+  throw ValueError(str("--link: must be one of ", link_names(), ", got '", name, "'", did_you_mean(closest_names(name, known))));
 }
 
 }  // namespace weft::memory

@@ -61,8 +61,9 @@ std::string link_names();  // "nvlink|pcie4|..."
 // The GPUs, in the order `weft plan --help` lists them (cpu is not among them: it is measured).
 const std::vector<DeviceSpec>& gpu_devices();
 
-// A GPU by name (case-insensitive), or "cpu": this machine, MemTotal of /proc/meminfo and its peak
-// from /proc/cpuinfo (cpu_peak_flops). Unknown names are a ValueError listing the known ones.
+// A GPU by name (case, spaces and dashes ignored: "RTX 4090" is RTX4090), or "cpu": this machine,
+// MemTotal of /proc/meminfo and its peak from /proc/cpuinfo (cpu_peak_flops). Unknown names are a
+// ValueError listing the known ones and suggesting the closest (A100: A100-40GB or A100-80GB).
 DeviceSpec find_device(std::string_view name);
 
 // This machine's physical cores, as the cpu device's peak counts them (0: /proc/cpuinfo does not say).

@@ -19,7 +19,7 @@ int64_t product(std::initializer_list<int64_t> factors) {
   int64_t result = 1;
   for (int64_t f : factors)
     WEFT_CHECK(!__builtin_mul_overflow(result, f, &result), ValueError,
-               "plan: the sizes given make a tensor of more than 2^63 bytes; check --batch, --seq, --hidden, "
+               "plan: the sizes given make a tensor of more than 2^63 bytes; check --batch-size, --context, --dim, "
                "--heads and --vocab");
   return result;
 }
@@ -190,12 +190,12 @@ int64_t first_block_of(int64_t stage, int64_t layers, int64_t stages) {
   return stage * (layers / stages) + std::min(stage, layers % stages);
 }
 
-// In `weft plan`'s flags: --hidden is nn::GPTConfig's dim, --seq its context.
+// Named as `weft plan` and `weft train` name nn::GPTConfig's fields: --dim, --context.
 void check_plannable(const nn::GPTConfig& c) {
-  for (auto [flag, value] : {std::pair{"--layers", c.layers}, std::pair{"--hidden", c.dim}, std::pair{"--heads", c.heads},
-                             std::pair{"--vocab", c.vocab}, std::pair{"--seq", c.context}})
+  for (auto [flag, value] : {std::pair{"--layers", c.layers}, std::pair{"--dim", c.dim}, std::pair{"--heads", c.heads},
+                             std::pair{"--vocab", c.vocab}, std::pair{"--context", c.context}})
     check_flag(flag, value, {.min = 1});
-  WEFT_CHECK(c.dim % c.heads == 0, ValueError, "--heads: must divide --hidden (", c.dim,
+  WEFT_CHECK(c.dim % c.heads == 0, ValueError, "--heads: must divide --dim (", c.dim,
              ") so that each head gets hidden / heads dimensions, got '", c.heads, "'");
   product({c.vocab, c.dim, 16});
   product({c.layers, gpt_block_parameters(c), 16});
@@ -328,7 +328,7 @@ ModelDescription ModelDescription::classifier(std::string name, std::shared_ptr<
 
 ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat& format, bool checkpointed) const {
   WEFT_CHECK(knows_activations(), ValueError, "plan: the activations of ", name_,
-             " are unknown; describe the architecture (--model, or --layers --hidden --heads --vocab --seq)");
+             " are unknown; describe the architecture (--model, or --layers --dim --heads --vocab --context)");
   WEFT_CHECK(batch > 0, ValueError, "plan: the batch per device must be positive, got ", batch);
   ActivationTape tape;
   if (gpt_) {

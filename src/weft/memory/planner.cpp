@@ -30,25 +30,25 @@ ActivationFormat activation_format(Precision precision) {
 }
 
 void check_request(const ModelDescription& model, const PlanRequest& r) {
-  check_flag("--world", r.world, {.min = 1});
+  check_flag("--gpus", r.world, {.min = 1});
   check_flag("--zero", r.zero, {.min = 0, .max = 3});
-  check_flag("--batch", r.batch, {.min = 1});
+  check_flag("--batch-size", r.batch, {.min = 1});
   check_flag("--tp", r.tp, {.min = 1});
   check_flag("--pp", r.pp, {.min = 1});
   check_flag("--grad-accum", r.micro_batches, {.min = 1});
   const bool split = r.splits_model();
   WEFT_CHECK(!split || model.gpt_config().has_value(), ValueError,
              "--tp, --pp: tensor and pipeline parallelism split a GPT; describe one (--model gpt, or --layers "
-             "--hidden --heads --vocab --seq)");
+             "--dim --heads --vocab --context)");
   WEFT_CHECK(!split || r.zero <= 1, ValueError, "--zero ", r.zero, ": not with --tp or --pp (weft train shards a "
              "split model's optimizer states over its replicas, --zero 1, and its gradients and parameters not)");
-  WEFT_CHECK(r.world % (r.tp * r.pp) == 0, ValueError, "--world: must be a multiple of --tp x --pp (", r.tp * r.pp,
+  WEFT_CHECK(r.world % (r.tp * r.pp) == 0, ValueError, "--gpus: must be a multiple of --tp x --pp (", r.tp * r.pp,
              "), the rest data parallel, got '", r.world, "'");
   const int64_t replicas = r.replicas();
   if (r.batch % replicas != 0)
-    throw ValueError(split ? str("--world: its ", replicas, " data-parallel replicas must divide --batch (", r.batch,
+    throw ValueError(split ? str("--gpus: its ", replicas, " data-parallel replicas must divide --batch-size (", r.batch,
                                  ") so that each gets batch / replicas samples")
-                           : str("--world: must divide --batch (", r.batch,
+                           : str("--gpus: must divide --batch-size (", r.batch,
                                  ") so that data parallelism gives each device batch / world samples, got '", r.world,
                                  "'"));
   WEFT_CHECK((r.batch / replicas) % r.micro_batches == 0, ValueError, "--grad-accum: must divide each replica's batch (",
@@ -246,17 +246,17 @@ const ChartRow& strategy_chart_row(int64_t model_size_bytes) {
 
 Plan make_plan(const ModelDescription& model, PlanRequest request) {
   if (request.batch == 0) {
-    check_flag("--world", request.world, {.min = 1});
+    check_flag("--gpus", request.world, {.min = 1});
     const int64_t split = std::max<int64_t>(1, request.tp) * std::max<int64_t>(1, request.pp);
     request.batch = model.default_batch() * std::max<int64_t>(1, request.world / split) * request.micro_batches;
   }
   Plan plan = plan_as_requested(model, request);
   const PlanRequest& r = plan.request;
   if (r.zero > 0 && r.world == 1)
-    plan.notes.push_back("ZeRO shards over --world devices; on one device it divides nothing");
+    plan.notes.push_back("ZeRO shards over --gpus devices; on one device it divides nothing");
   if (!plan.activations_known)
     plan.notes.push_back("activations are not included: a parameter count says nothing about them; describe the "
-                         "architecture (--model, or --layers --hidden --heads --vocab --seq) to count them");
+                         "architecture (--model, or --layers --dim --heads --vocab --context) to count them");
   if (r.precision != Precision::fp32 && plan.activations_known)
     plan.notes.push_back("16-bit activations follow autocast's rules (softmax and the loss in f32); the layout "
                          "priced here (16-bit parameters and gradients, f32 master weights in the optimizer) is weft "
