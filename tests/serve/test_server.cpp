@@ -356,7 +356,7 @@ TEST(Serve, ConcurrentCompletionsDecodeTogetherAndEachGetsItsOwnTokens) {
     const std::vector<int64_t> tokens = nn::generate(*loaded.gpt, std::vector<int64_t>(prompt.begin(), prompt.end()), o);
     expected.push_back(Json::parse(
         Json(std::string(tokens.begin(), tokens.end())).dump(-1, ' ', false, Json::error_handler_t::replace)));
-    requests.push_back({{"prompt", prompt}, {"max_tokens", o.max_tokens}, {"temperature", 0.7}, {"seed", o.seed}});
+    requests.push_back({{"prompt", prompt}, {"max_tokens", *o.max_tokens}, {"temperature", 0.7}, {"seed", o.seed}});
   }
   std::vector<std::future<Answer>> answers;
   for (const Json& r : requests)

@@ -383,11 +383,12 @@ void Server::add_routes() {
       throw HttpError(400, str("the prompt is ", prompt_tokens, " tokens; the model's context is ", context,
                                ", so it must be shorter to leave room for an answer"));
     nn::GenerateOptions options;
-    options.max_tokens = integer_field(body, "max_tokens", std::min<int64_t>(64, context - prompt_tokens), 0,
-                                       context - prompt_tokens);
-    options.temperature = number_field(body, "temperature", 1.0, 0, 100);
-    options.top_k = integer_field(body, "top_k", 0, 0, m.loaded.gpt->config.vocab);
-    options.seed = static_cast<uint64_t>(integer_field(body, "seed", 0, 0, std::numeric_limits<int64_t>::max()));
+    if (body.contains("max_tokens"))
+      options.max_tokens = integer_field(body, "max_tokens", 0, 0, context - prompt_tokens);
+    options.temperature = number_field(body, "temperature", options.temperature, 0, 100);
+    options.top_k = integer_field(body, "top_k", options.top_k, 0, m.loaded.gpt->config.vocab);
+    options.seed = static_cast<uint64_t>(integer_field(body, "seed", static_cast<int64_t>(options.seed), 0,
+                                                       std::numeric_limits<int64_t>::max()));
     options.vocab_limit = tokenizer.vocab_size();
     if (body.contains("stream") && !body["stream"].is_boolean()) throw HttpError(400, "\"stream\" must be true or false");
     const bool stream = body.value("stream", false);
