@@ -186,6 +186,35 @@ TEST_F(CliTest, NormalisationTravelsFromTrainThroughQuantizeToEval) {
   EXPECT_EQ(testing::last_line_json(e.output)["assumed_normalization"], true) << e.output;
 }
 
+// --dataset names one data set for train, eval and quantize: its files and its normalisation. No
+// Debian package installs MNIST, so it reads only from a --data-dir (Fashion-MNIST's files stand
+// in for MNIST's here: the same format).
+TEST_F(CliTest, DatasetNamesTheFilesReadAndTheirNormalisation) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(fashion)) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  expect_usage_error(weft_cli("train --model mlp --dataset mnist --steps 1"),
+                     "--dataset mnist: needs --data-dir, the directory of its IDX files");
+  Outcome t = weft_cli("train --model mlp --dataset mnist --data-dir " + fashion +
+                       " --steps 1 --batch-size 8 --threads 2 --out " + path("run"));
+  ASSERT_EQ(t.status, 0) << t.output;
+  std::map<std::string, std::string> metadata = io::read_safetensors_header(path("run/model.safetensors")).metadata;
+  EXPECT_EQ(metadata["weft.dataset"], "mnist");
+  EXPECT_EQ(nlohmann::json::parse(metadata["weft.normalization"]),
+            (nlohmann::json{{"mean", {0.1307f}}, {"std", {0.3081f}}}));
+  expect_usage_error(weft_cli("eval --checkpoint " + path("run")), "--dataset mnist: needs --data-dir");
+  expect_usage_error(weft_cli("quantize " + path("run") + " --int8 --calib 1 --out " + path("q.safetensors")),
+                     "--dataset mnist: needs --data-dir");
+  expect_usage_error(weft_cli("eval --dataset fashion-mnist --checkpoint " + path("run")),
+                     "model.safetensors was trained on mnist (leave --dataset out to use its data set)");
+  Outcome e = weft_cli("eval --json --threads 2 --data-dir " + fashion + " --checkpoint " + path("run"));
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_EQ(testing::last_line_json(e.output)["dataset"], "mnist");
+  // Its --help says the same: fashion-mnist by default, read from its package's directory.
+  Outcome help = weft_cli("train --help");
+  EXPECT_EQ(testing::help_default(help.output, "--dataset"), "fashion-mnist");
+  EXPECT_TRUE(testing::help_default(help.output, "--data-dir").starts_with(fashion)) << help.output;
+}
+
 // A bf16 checkpoint evaluates in bf16 (the f32 batches meet its layers through autocast), and
 // quantize widens it back to f32 first.
 TEST_F(CliTest, Bf16CheckpointEvaluatesAndQuantizes) {

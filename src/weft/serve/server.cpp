@@ -146,11 +146,11 @@ struct Server::Model {
 
   bool is_gpt() const { return loaded.kind == "gpt"; }
 
-  // Two test images of each class from `dir` ("": /usr/share/datasets/<the model's data set>).
+  // Two test images of each class from `dir` ("": the model's data set's own, infer::image_data_dir).
   void find_examples(const std::string& dir) {
-    const std::string from = dir.empty() ? "/usr/share/datasets/" + loaded.dataset : dir;
     try {
-      const data::ImageDataset test = data::load_mnist_idx(from, false, loaded.normalization);
+      const data::ImageDataset test =
+          data::load_mnist_idx(infer::image_data_dir(loaded.dataset, dir), false, loaded.normalization);
       const std::vector<int64_t> labels = test.labels().to_vector<int64_t>();
       std::vector<int> taken(loaded.labels.size(), 0);
       for (size_t i = 0; i < labels.size() && examples.size() < 2 * taken.size(); ++i) {
