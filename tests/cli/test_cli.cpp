@@ -72,6 +72,9 @@ TEST_F(CliTest, UnwritableOutExitsTwo) {
 
 TEST_F(CliTest, BadPrecisionAndMemoryOptionsExitTwo) {
   expect_usage_error(weft_cli("train --precision int8"), "--precision");
+  // The choices --help lists are the ones train takes, and its refusal lists the same.
+  EXPECT_TRUE(contains(weft_cli("train --help").output, "--precision {fp32|bf16|fp16}=fp32"));
+  expect_usage_error(weft_cli("train --precision bf16-pure"), "--precision: must be one of fp32, bf16, fp16, got 'bf16-pure'");
   expect_usage_error(weft_cli("train --grad-accum 3"), "--grad-accum: must divide --batch-size (128, the task's default)");
   expect_usage_error(weft_cli("train --grad-accum 0"), "--grad-accum: must be a whole number from 1 to 1073741824, got '0'");
   expect_usage_error(weft_cli("train --memory-limit lots"), "lots");

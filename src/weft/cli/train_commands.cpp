@@ -267,7 +267,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   e->add_option("--data-dir", *data_dir, kDataDirHelp);
   number_flag(e, "--batch-size", *batch_size, "test images per forward pass", {.min = 1, .max = train::kMaxCount});
   number_flag(e, "--threads", *threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
-  e->add_flag("--json", *json);
+  e->add_flag("--json", *json, "print the result as one JSON object on the last line");
   e->callback([&run, checkpoint, model, dataset, data_dir, batch_size, threads, json] {
     run = [=] {
       if (*threads > 0) set_num_threads(*threads);
@@ -278,7 +278,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   auto path = std::make_shared<std::string>();
   CLI::App* i = app.add_subcommand("info", "the tensors in a safetensors file and the model's size per number format");
   i->add_option("file", *path, "a .safetensors file or a checkpoint directory")->required()->check(not_empty());
-  i->add_flag("--json", *json);
+  i->add_flag("--json", *json, "print the result as one JSON object on the last line");
   i->callback([&run, path, json] { run = [=] { info(*path, *json); }; });
 
   auto sharded = std::make_shared<std::string>();
