@@ -26,10 +26,10 @@ namespace weft::nn {
 
 // The defaults of `weft generate` and of the server's /v1/completions alike.
 struct GenerateOptions {
-  // Unset: until the context is full. A byte-level model of weft's has no end-of-text token and a
-  // context of a few hundred tokens, so the text stops where the context does; llama.cpp's -n
-  // defaults the same way, where a small fixed count (Hugging Face's max_new_tokens) would cut a
-  // longer context's answer short or refuse a long prompt.
+  // Unset: until the context is full. weft's byte tokenizer has no end-of-text token and a GPT's
+  // context is short (128 tokens by default), so the text stops where the context does; llama.cpp's
+  // -n defaults the same way, where a small fixed count (Hugging Face's max_new_tokens) would cut a
+  // longer context's answer short, or not fit after a long prompt.
   std::optional<int64_t> max_tokens{};  // ({}: designated initialisers may leave it out)
   double temperature = 0.8;  // 0: greedy; below 1 sharpens: a small model's rare, mostly wrong tokens come up less
   int64_t top_k = 0;         // 0: every token

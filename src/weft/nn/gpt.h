@@ -41,7 +41,7 @@ namespace weft::nn {
 inline constexpr int64_t kMaxGptLayers = 1024;
 
 // The defaults are the model `weft train --model gpt` builds and `weft plan --model gpt` plans
-// (the vocabulary the byte tokenizer's).
+// (its vocabulary is the byte tokenizer's).
 struct GPTConfig {
   int64_t layers = 4;
   int64_t heads = 4;
