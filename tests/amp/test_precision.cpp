@@ -21,5 +21,13 @@ TEST(Precision, NamesRoundTripAndSayWhatTheForwardRunsIn) {
   EXPECT_TRUE(testing::contains(message, "'int3'") && testing::contains(message, "bf16-pure")) << message;
 }
 
+TEST(Precision, EachCallerAcceptsItsOwnNames) {
+  EXPECT_EQ(parse_precision("bf16", kTrainedPrecisions), Precision::bf16);
+  EXPECT_EQ(parse_precision("f16", kTrainedPrecisions), Precision::fp16);
+  EXPECT_EQ(testing::message_of<ValueError>([] { parse_precision("bf16-pure", kTrainedPrecisions); }),
+            "--precision: must be one of fp32, bf16, fp16, got 'bf16-pure'");
+  EXPECT_EQ(precision_names(kAllPrecisions, "|"), "fp32|fp16|bf16|bf16-pure");
+}
+
 }  // namespace
 }  // namespace weft::amp

@@ -72,6 +72,9 @@ TEST_F(CliTest, UnwritableOutExitsTwo) {
 
 TEST_F(CliTest, BadPrecisionAndMemoryOptionsExitTwo) {
   expect_usage_error(weft_cli("train --precision int8"), "--precision");
+  // The choices --help lists are the ones train takes, and its refusal lists the same.
+  EXPECT_TRUE(contains(weft_cli("train --help").output, "--precision {fp32|bf16|fp16}=fp32"));
+  expect_usage_error(weft_cli("train --precision bf16-pure"), "--precision: must be one of fp32, bf16, fp16, got 'bf16-pure'");
   expect_usage_error(weft_cli("train --grad-accum 3"), "--grad-accum: must divide --batch-size (128, the task's default)");
   expect_usage_error(weft_cli("train --grad-accum 0"), "--grad-accum: must be a whole number from 1 to 1073741824, got '0'");
   expect_usage_error(weft_cli("train --memory-limit lots"), "lots");
@@ -184,6 +187,35 @@ TEST_F(CliTest, NormalisationTravelsFromTrainThroughQuantizeToEval) {
   EXPECT_TRUE(contains(e.output, "note: " + path("old.safetensors") + " has no saved normalisation")) << e.output;
   EXPECT_TRUE(contains(e.output, "using fashion-mnist's training statistics")) << e.output;
   EXPECT_EQ(testing::last_line_json(e.output)["assumed_normalization"], true) << e.output;
+}
+
+// --dataset names one data set for train, eval and quantize: its files and its normalisation. No
+// Debian package installs MNIST, so it reads only from a --data-dir (Fashion-MNIST's files stand
+// in for MNIST's here: the same format).
+TEST_F(CliTest, DatasetNamesTheFilesReadAndTheirNormalisation) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(fashion)) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  expect_usage_error(weft_cli("train --model mlp --dataset mnist --steps 1"),
+                     "--dataset mnist: needs --data-dir, the directory of its IDX files");
+  Outcome t = weft_cli("train --model mlp --dataset mnist --data-dir " + fashion +
+                       " --steps 1 --batch-size 8 --threads 2 --out " + path("run"));
+  ASSERT_EQ(t.status, 0) << t.output;
+  std::map<std::string, std::string> metadata = io::read_safetensors_header(path("run/model.safetensors")).metadata;
+  EXPECT_EQ(metadata["weft.dataset"], "mnist");
+  EXPECT_EQ(nlohmann::json::parse(metadata["weft.normalization"]),
+            (nlohmann::json{{"mean", {0.1307f}}, {"std", {0.3081f}}}));
+  expect_usage_error(weft_cli("eval --checkpoint " + path("run")), "--dataset mnist: needs --data-dir");
+  expect_usage_error(weft_cli("quantize " + path("run") + " --int8 --calib 1 --out " + path("q.safetensors")),
+                     "--dataset mnist: needs --data-dir");
+  expect_usage_error(weft_cli("eval --dataset fashion-mnist --checkpoint " + path("run")),
+                     "model.safetensors was trained on mnist (leave --dataset out to use its data set)");
+  Outcome e = weft_cli("eval --json --threads 2 --data-dir " + fashion + " --checkpoint " + path("run"));
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_EQ(testing::last_line_json(e.output)["dataset"], "mnist");
+  // Its --help says the same: fashion-mnist by default, read from its package's directory.
+  Outcome help = weft_cli("train --help");
+  EXPECT_EQ(testing::help_default(help.output, "--dataset"), "fashion-mnist");
+  EXPECT_TRUE(testing::help_default(help.output, "--data-dir").starts_with(fashion)) << help.output;
 }
 
 // A bf16 checkpoint evaluates in bf16 (the f32 batches meet its layers through autocast), and

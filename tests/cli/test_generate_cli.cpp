@@ -78,6 +78,20 @@ TEST_F(GenerateCli, FillsTheContextByDefault) {
   EXPECT_EQ(last_line_json(o.output)["generated_tokens"], 32 - 4);
 }
 
+// What --help says a flag defaults to is what a run without it uses.
+TEST_F(GenerateCli, HelpShowsTheDefaultsItUses) {
+  const std::string help = weft_cli("generate --help").output;
+  EXPECT_EQ(help_default(help, "--max-tokens"), "all that fit");
+  Outcome o = generate("--prompt 'line' --json");
+  ASSERT_EQ(o.status, 0) << o.output;
+  const nlohmann::json result = last_line_json(o.output);
+  EXPECT_EQ(result["generated_tokens"], 32 - 4);
+  EXPECT_EQ(result["temperature"], std::stod(help_default(help, "--temperature")));
+  EXPECT_EQ(result["temperature"], 0.8);
+  EXPECT_EQ(result["top_k"], std::stoi(help_default(help, "--top-k")));
+  EXPECT_EQ(result["seed"], std::stoi(help_default(help, "--seed")));
+}
+
 TEST_F(GenerateCli, UsesTheTokenizerSavedWithTheCheckpoint) {
   Outcome o = weft_cli("generate --checkpoint " + sentencepiece_checkpoint() +
                        " --threads 1 --prompt 'the sea and' --max-tokens 5 --json");

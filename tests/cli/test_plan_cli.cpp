@@ -35,7 +35,7 @@ TEST(PlanCliTest, JsonHasTheBreakdownFitAndStrategy) {
   EXPECT_EQ(j["params"], 225034);
   EXPECT_EQ(j["batch"], 128);
   EXPECT_TRUE(j["fits"].get<bool>());
-  EXPECT_EQ(j["strategy"], "Single GPU, FP32");
+  EXPECT_EQ(j["strategy"], "Single CPU, FP32");
   EXPECT_GT(j["activations_bytes"].get<int64_t>(), j["params_bytes"].get<int64_t>());
   EXPECT_LE(j["total_bytes"].get<int64_t>(), j["params_bytes"].get<int64_t>() + j["grads_bytes"].get<int64_t>() +
                                                  j["optimizer_bytes"].get<int64_t>() +
@@ -46,7 +46,7 @@ TEST(PlanCliTest, JsonHasTheBreakdownFitAndStrategy) {
 // parallel replicas of 2 stages x 2 tensor-parallel ranks. A row per stage in the JSON, and
 // the rows above them the larger stage's.
 TEST(PlanCliTest, SplitPlansHaveAStageEach) {
-  nlohmann::json j = plan_json("--model gpt --vocab 50304 --tp 2 --pp 2 --world 8 --batch 16 --grad-accum 4");
+  nlohmann::json j = plan_json("--model gpt --layers 12 --heads 12 --dim 768 --context 1024 --vocab 50304 --tp 2 --pp 2 --world 8 --batch 16 --grad-accum 4");
   EXPECT_EQ(j["data_parallel"], 2);
   ASSERT_EQ(j["stages"].size(), 2u);
   int64_t largest = 0;
@@ -55,7 +55,7 @@ TEST(PlanCliTest, SplitPlansHaveAStageEach) {
   EXPECT_EQ(j["stages"][0]["in_flight"], 2);
   EXPECT_EQ(j["stages"][1]["in_flight"], 1);
   EXPECT_EQ(j["ddp_bucket_bytes"], 0);  // pipeline replicas average their gradients in place
-  EXPECT_GT(plan_json("--model gpt --vocab 50304 --tp 2 --world 4 --batch 8")["ddp_bucket_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(plan_json("--model gpt --layers 12 --heads 12 --dim 768 --context 1024 --vocab 50304 --tp 2 --world 4 --batch 8")["ddp_bucket_bytes"].get<int64_t>(), 0);
 }
 
 TEST(PlanCliTest, TextbookCases) {
@@ -86,10 +86,29 @@ TEST(PlanCliTest, TableShowsDecimalAndBinaryUnitsAndTheDevice) {
 TEST(PlanCliTest, GptFlagsDescribeTheGptFamily) {
   nlohmann::json small = plan_json("--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 8");
   EXPECT_EQ(small["params"], 124'439'808);
-  EXPECT_EQ(plan_json("--model gpt --batch 8")["total_bytes"], small["total_bytes"]) << "--model gpt is GPT-2 small";
-  nlohmann::json checkpointed = plan_json("--model gpt --batch 8 --checkpoint-activations");
+  EXPECT_EQ(plan_json("--model gpt2 --batch 8")["total_bytes"], small["total_bytes"]) << "--model gpt2 is GPT-2 small";
+  nlohmann::json checkpointed = plan_json("--model gpt2 --batch 8 --checkpoint-activations");
   EXPECT_LT(checkpointed["activations_bytes"].get<int64_t>(), small["activations_bytes"].get<int64_t>());
-  EXPECT_EQ(plan_json("--model gpt --dim 1024 --layers 24 --heads 16 --context 1024")["params"], 354'823'168);
+  EXPECT_EQ(plan_json("--model gpt --dim 1024 --layers 24 --heads 16 --context 1024 --vocab 50257")["params"],
+            354'823'168);
+}
+
+// `--model gpt` is the model `weft train --model gpt` builds, flag for flag: the parameters train
+// reports for the same flags, with the defaults train uses (and --help shows).
+TEST(PlanCliTest, GptIsTheModelTrainBuilds) {
+  auto trained_parameters = [](const std::string& flags) {
+    Outcome o = weft_cli("train --model gpt --data random --steps 1 --batch-size 2 --threads 1 --json " + flags);
+    EXPECT_EQ(o.status, 0) << o.output;
+    return testing::last_line_json(o.output)["params"];
+  };
+  EXPECT_EQ(plan_json("--model gpt")["params"], 842'496);
+  EXPECT_EQ(plan_json("--model gpt")["params"], trained_parameters(""));
+  EXPECT_EQ(plan_json("--model gpt --layers 2 --heads 2 --dim 32 --context 16 --vocab 300")["params"],
+            trained_parameters("--layers 2 --heads 2 --dim 32 --context 16 --vocab 300"));
+  Outcome train_help = weft_cli("train --help"), plan_help = weft_cli("plan --help");
+  for (const char* flag : {"--layers", "--heads", "--dim", "--context"})
+    EXPECT_EQ(testing::help_default(plan_help.output, flag), testing::help_default(train_help.output, flag)) << flag;
+  expect_usage_error("--model gpt2 --layers 2", "--model gpt2 is fixed");
 }
 
 TEST(PlanCliTest, HelpStatesTheConvention) {
@@ -107,8 +126,8 @@ TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
   expect_usage_error("--model cnn --zero 4", "--zero: must be a whole number from 0 to 3, got '4'");
   expect_usage_error("--model cnn --zero -1", "--zero: must be a whole number from 0 to 3");
   expect_usage_error("--model cnn --tp 2 --world 2", "tensor and pipeline parallelism split a GPT");
-  expect_usage_error("--model gpt --tp 5 --world 5", "--tp 5: the GPT's 12 heads");
-  expect_usage_error("--model gpt --pp 13 --world 13 --grad-accum 13", "--layers must be at least --pp");
+  expect_usage_error("--model gpt2 --tp 5 --world 5", "--tp 5: the GPT's 12 heads");
+  expect_usage_error("--model gpt --pp 5 --world 5 --grad-accum 5", "--layers must be at least --pp");
   expect_usage_error("--model gpt --pp 4 --world 4", "--grad-accum: 1F1B over 4 stages needs at least 4 micro-batches");
   expect_usage_error("--model gpt --tp 2 --pp 2 --world 6", "--gpus: must be a multiple of --tp x --pp (4)");
   expect_usage_error("--model gpt --tp 0", "--tp: must be a positive whole number");

@@ -28,6 +28,20 @@ TEST(TrainGptCli, PrintsTheResultAsJson) {
   EXPECT_TRUE(contains(o.output, "weft generate --checkpoint " + dir.file("run"))) << o.output;
 }
 
+// The architecture --help says a GPT defaults to is the one a run without those flags builds.
+TEST(TrainGptCli, HelpShowsTheArchitectureItBuilds) {
+  const std::string help = weft_cli("train --help").output;
+  Outcome o = weft_cli("train --model gpt --data random --steps 1 --batch-size 2 --threads 1 --json");
+  ASSERT_EQ(o.status, 0) << o.output;
+  const nlohmann::json result = last_line_json(o.output);
+  for (const char* flag : {"--layers", "--heads", "--dim", "--context"})
+    EXPECT_EQ(std::to_string(result[std::string(flag).substr(2)].get<int64_t>()), help_default(help, flag)) << flag;
+  EXPECT_EQ(help_default(help, "--model"), "cnn");
+  EXPECT_EQ(result["optimizer"], help_default(help, "--optimizer"));
+  EXPECT_EQ(result["precision"], help_default(help, "--precision"));
+  EXPECT_EQ(result["schedule"], help_default(help, "--schedule"));
+}
+
 TEST(TrainGptCli, RejectsFlagsOfAnotherModel) {
   expect_usage_error(weft_cli("train --model cnn --layers 2"), "--layers: is not a flag of --model cnn");
   expect_usage_error(weft_cli("train --model gpt --dataset mnist"), "--dataset: is not a flag of --model gpt");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,29 @@ inline void expect_usage_error(const Outcome& o, const std::string& says) {
   EXPECT_EQ(o.status, 2) << o.output;
   EXPECT_TRUE(contains(o.output, says)) << o.output;
   EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
+}
+
+// The default `--help` shows for `flag`: CLI11's "--flag TYPE=VALUE", else the description's
+// "(default VALUE)" or "(default: VALUE)"; "" when it shows none.
+inline std::string help_default(const std::string& help, const std::string& flag) {
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string names, type;
+    words >> names >> type;
+    if (!contains("," + names + ",", "," + flag + ",")) continue;
+    if (const size_t equals = type.find('='); equals != std::string::npos) return type.substr(equals + 1);
+    std::string description = line, next;
+    if (std::getline(lines, next) && next.starts_with("        ")) description += next;  // wrapped below the name
+    for (const std::string opening : {"(default ", "(default: "})
+      if (const size_t at = description.find(opening); at != std::string::npos) {
+        const size_t start = at + opening.size();
+        return description.substr(start, description.find_first_of(");", start) - start);
+      }
+    return "";
+  }
+  ADD_FAILURE() << flag << " is not in the help:\n" << help;
+  return "";
 }
 
 }  // namespace weft::testing

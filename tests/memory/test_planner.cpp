@@ -106,12 +106,17 @@ TEST(PlannerTest, ZeroThreeHoldsTheLargestLayerUnshardedWhileComputingIt) {
 
 TEST(PlannerTest, StrategyChartRowsFollowTheChart) {
   const int64_t GB = 1'000'000'000;
-  EXPECT_STREQ(strategy_chart_row(GB - 1).strategy, "Single GPU, FP32");
-  EXPECT_STREQ(strategy_chart_row(GB).strategy, "Single GPU, mixed precision");
-  EXPECT_STREQ(strategy_chart_row(10 * GB).strategy, "DDP (2-4 GPUs), mixed precision");
-  EXPECT_STREQ(strategy_chart_row(40 * GB).strategy, "FSDP (4-8 GPUs), BF16");
-  EXPECT_STREQ(strategy_chart_row(100 * GB).strategy, "FSDP (8+ GPUs), BF16, gradient checkpointing");
-  EXPECT_STREQ(strategy_chart_row(1000 * GB).strategy, "Tensor parallelism + pipeline + FSDP");
+  EXPECT_EQ(strategy_chart_row(GB - 1, "GPU").strategy, "Single GPU, FP32");
+  EXPECT_EQ(strategy_chart_row(GB, "GPU").strategy, "Single GPU, mixed precision");
+  EXPECT_EQ(strategy_chart_row(10 * GB, "GPU").strategy, "DDP (2-4 GPUs), mixed precision");
+  EXPECT_EQ(strategy_chart_row(40 * GB, "GPU").strategy, "FSDP (4-8 GPUs), BF16");
+  EXPECT_EQ(strategy_chart_row(100 * GB, "GPU").strategy, "FSDP (8+ GPUs), BF16, gradient checkpointing");
+  EXPECT_EQ(strategy_chart_row(1000 * GB, "GPU").strategy, "Tensor parallelism + pipeline + FSDP");
+  // The cpu device's plan names what it runs on.
+  EXPECT_EQ(strategy_chart_row(GB - 1, "CPU").strategy, "Single CPU, FP32");
+  EXPECT_EQ(strategy_chart_row(10 * GB, "CPU").strategy, "DDP (2-4 CPUs), mixed precision");
+  EXPECT_EQ(make_plan(ModelDescription::builtin("mlp"), {.device = "cpu"}).chart.strategy, "Single CPU, FP32");
+  EXPECT_EQ(make_plan(ModelDescription::builtin("mlp"), {.device = "H100"}).chart.strategy, "Single GPU, FP32");
   // LLaMA-70B: 280 GB of fp32 weights lands where it is usually trained (FSDP + BF16 + checkpointing).
   Plan llama = make_plan(ModelDescription::parameters_only(70'000'000'000), request(Precision::bf16));
   EXPECT_EQ(llama.model_size_bytes, 280 * GB);
@@ -193,7 +198,7 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
   EXPECT_TRUE(contains(gpt_error({.layers = 0}), "--layers: must be a positive whole number, got '0'"));
   EXPECT_TRUE(contains(gpt_error({.vocab = -3}), "--vocab"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::parameters_only(0); }), "--params"));
-  EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::builtin("resnet"); }), "mlp, cnn or gpt"));
+  EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::builtin("resnet"); }), "mlp, cnn, gpt or gpt2"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { amp::parse_precision("int3"); }), "bf16-pure"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { optim::parse_optimizer("lion"); }), "momentum"));
   // Sizes whose activations would not fit in 64 bits are implausible, not a number.

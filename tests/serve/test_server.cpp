@@ -337,6 +337,24 @@ TEST(Serve, CompletionsAreGeneratesAndStreamTheSameTokens) {
             post(running, "/v1/completions", Json{{"prompt", "ab"}, {"temperature", 0}}.dump()).body);
 }
 
+// A request that sets nothing but the prompt samples as `weft generate` does without flags: the
+// defaults are GenerateOptions', one set for both (until the context is full, temperature 0.8).
+TEST(Serve, CompletionsDefaultToGeneratesDefaults) {
+  testing::TempDir dir;
+  const std::string file = save_gpt(dir);
+  infer::LoadedModel loaded = infer::load_model(file);
+  const std::string prompt = "The cat";
+  const std::vector<int64_t> ids(prompt.begin(), prompt.end());
+  const std::vector<int64_t> expected = nn::generate(*loaded.gpt, ids, {.vocab_limit = 256});
+  ASSERT_EQ(std::ssize(expected), 32 - 7);
+  Running running({{"", file}}, {});
+  const Answer answer = post(running, "/v1/completions", Json{{"prompt", prompt}}.dump());
+  ASSERT_EQ(answer.status, 200) << answer.body.dump();
+  EXPECT_EQ(answer.body["completion_tokens"], 32 - 7);
+  const std::string text(expected.begin(), expected.end());
+  EXPECT_EQ(answer.body["text"], Json::parse(Json(text).dump(-1, ' ', false, Json::error_handler_t::replace)));
+}
+
 // Eight streams at once decode together (continuous batching): each gets the tokens generate
 // gives it alone, and the decode steps ran several sequences at a time.
 TEST(Serve, ConcurrentCompletionsDecodeTogetherAndEachGetsItsOwnTokens) {
@@ -356,7 +374,7 @@ TEST(Serve, ConcurrentCompletionsDecodeTogetherAndEachGetsItsOwnTokens) {
     const std::vector<int64_t> tokens = nn::generate(*loaded.gpt, std::vector<int64_t>(prompt.begin(), prompt.end()), o);
     expected.push_back(Json::parse(
         Json(std::string(tokens.begin(), tokens.end())).dump(-1, ' ', false, Json::error_handler_t::replace)));
-    requests.push_back({{"prompt", prompt}, {"max_tokens", o.max_tokens}, {"temperature", 0.7}, {"seed", o.seed}});
+    requests.push_back({{"prompt", prompt}, {"max_tokens", *o.max_tokens}, {"temperature", 0.7}, {"seed", o.seed}});
   }
   std::vector<std::future<Answer>> answers;
   for (const Json& r : requests)

@@ -13,6 +13,7 @@
 
 #include "expect_error.h"
 #include "weft/core/allocator.h"
+#include "weft/infer/metadata.h"
 #include "weft/io/safetensors.h"
 #include "weft/nn/models.h"
 #include "weft/optim/adam.h"
@@ -29,7 +30,7 @@ using testing::message_of;
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(ImageOptions{}.data_dir)) GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup)";
+    if (!fs::exists(infer::image_dataset_info("fashion-mnist").default_dir)) GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup)";
     dir_ = fs::temp_directory_path() / ("weft_trainer_" + std::to_string(getpid()));
     fs::create_directories(dir_);
   }

@@ -4,12 +4,17 @@
 
 namespace weft::amp {
 
-Precision parse_precision(std::string_view name) {
-  if (name == "fp32" || name == "f32") return Precision::fp32;
-  if (name == "fp16" || name == "f16") return Precision::fp16;
-  if (name == "bf16") return Precision::bf16;
-  if (name == "bf16-pure") return Precision::bf16_pure;
-  throw ValueError(str("--precision: must be one of fp32, fp16, bf16, bf16-pure, got '", name, "'"));
+Precision parse_precision(std::string_view name, std::span<const Precision> accepted) {
+  for (Precision p : accepted)
+    if (name == precision_name(p) || (name == "f32" && p == Precision::fp32) || (name == "f16" && p == Precision::fp16))
+      return p;
+  throw ValueError(str("--precision: must be one of ", precision_names(accepted, ", "), ", got '", name, "'"));
+}
+
+std::string precision_names(std::span<const Precision> accepted, std::string_view separator) {
+  std::string names;
+  for (Precision p : accepted) names += str(names.empty() ? "" : separator, precision_name(p));
+  return names;
 }
 
 const char* precision_name(Precision precision) {

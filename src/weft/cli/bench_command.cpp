@@ -254,7 +254,7 @@ void add_bench_command(CLI::App& app, std::function<void()>& run) {
   comm->add_option("--ops", o->ops, "comma-separated: allreduce, allgather, reducescatter")->capture_default_str();
   byte_flag(comm, "--min-bytes", o->min_bytes, "the smallest buffer (default 8)");
   byte_flag(comm, "--max-bytes", o->max_bytes, "the largest buffer (default 256MiB)");
-  number_flag(comm, "--iters", o->iters, "calls timed per size (default: about 1 GiB's worth, 5 to 200)");
+  number_flag(comm, "--iters", o->iters, "calls timed per size (0: about 1 GiB's worth, 5 to 200)");
   number_flag(comm, "--warmup", o->warmup, "untimed calls first");
   comm->add_flag("--json", o->json, "print one JSON object (its rows) instead of the table");
   comm->callback([&run, o] {

@@ -18,8 +18,7 @@ namespace {
 
 struct GenerateFlags {
   std::string checkpoint, prompt, tokenizer;
-  nn::GenerateOptions options{.temperature = 0.8};
-  bool max_tokens_given = false;  // otherwise: as many as the context has room for after the prompt
+  nn::GenerateOptions options;
   int threads = 0;
   bool json = false;
 };
@@ -34,7 +33,6 @@ void generate_text(GenerateFlags f) {
   const std::vector<int32_t> encoded = tokenizer.encode(f.prompt);
   std::vector<int64_t> ids(encoded.begin(), encoded.end());
   const int64_t prompt_tokens = std::ssize(ids), context = loaded.gpt->config.context;
-  if (!f.max_tokens_given) f.options.max_tokens = std::max<int64_t>(0, context - prompt_tokens);
   // A model trained with a larger --vocab than its tokenizer's has ids no text decodes to.
   f.options.vocab_limit = tokenizer.vocab_size();
 
@@ -67,7 +65,7 @@ void add_generate_command(CLI::App& app, std::function<void()>& run) {
   g->add_option("--checkpoint", f->checkpoint, "the directory weft train --out wrote, or its model.safetensors")
       ->required()->check(not_empty());
   g->add_option("--prompt", f->prompt, "the text to continue")->required();
-  CLI::Option* max_tokens = number_flag(
+  number_flag(
       g, "--max-tokens", f->options.max_tokens,
       "tokens to generate; the prompt and these must fit the model's context (default: all that fit)", {.min = 0});
   number_flag(g, "--temperature", f->options.temperature, "0: greedy (always the most likely token)", {.min = 0});
@@ -78,9 +76,8 @@ void add_generate_command(CLI::App& app, std::function<void()>& run) {
       ->check(not_empty());
   number_flag(g, "--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   g->add_flag("--json", f->json, "print the result as one JSON object on the last line");
-  g->callback([&run, f, max_tokens] {
+  g->callback([&run, f] {
     f->options.check();
-    f->max_tokens_given = max_tokens->count() > 0;
     run = [f] { generate_text(*f); };
   });
 }

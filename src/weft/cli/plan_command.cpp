@@ -9,6 +9,7 @@
 #include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
 #include "weft/memory/planner.h"
+#include "weft/train/options.h"
 
 namespace weft::cli {
 
@@ -16,16 +17,17 @@ namespace {
 
 struct PlanFlags {
   std::string model, params;
-  nn::GPTConfig gpt = memory::kGpt2Small;
-  int64_t batch = 0;
-  std::string precision = "fp32", optimizer = "adam", device = "H100";
+  nn::GPTConfig gpt;  // weft train --model gpt's defaults
+  std::optional<int64_t> batch;  // unset: the model's default per device, times the replicas
+  // weft train's defaults: the plan is of the run `weft train` makes unless told otherwise.
+  std::string precision = amp::precision_name(train::TrainOptions{}.precision),
+              optimizer = optim::optimizer_name(train::TrainOptions{}.optimizer), device = "H100";
   int zero = 0;
   int64_t world = 1, tp = 1, pp = 1, grad_accum = 1;
   std::string pp_schedule = "1f1b";
   bool checkpoint = false, json = false;
   // Which of the description flags were given, to reject contradictions.
   std::vector<std::string> architecture_flags;
-  bool batch_given = false;
 };
 
 memory::ModelDescription describe(const PlanFlags& f) {
@@ -43,8 +45,8 @@ memory::ModelDescription describe(const PlanFlags& f) {
                f.model, " is fixed; drop ", first_architecture_flag, " or use --model gpt");
     return memory::ModelDescription::builtin(f.model);
   }
-  WEFT_CHECK(!f.model.empty() || has_architecture, ValueError,
-             "plan: no model: give --model mlp|cnn|gpt, --params N, or a GPT's --layers --dim --heads --vocab --context");
+  WEFT_CHECK(!f.model.empty() || has_architecture, ValueError, "plan: no model: give --model ",
+             memory::builtin_model_names(), ", --params N, or a GPT's --layers --dim --heads --vocab --context");
   return memory::ModelDescription::gpt(f.gpt);
 }
 
@@ -191,7 +193,7 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
 
 void plan(const PlanFlags& f) {
   memory::ModelDescription model = describe(f);
-  memory::PlanRequest request{.batch = 0,
+  memory::PlanRequest request{.batch = f.batch.value_or(0),
                               .precision = amp::parse_precision(f.precision),
                               .optimizer = optim::parse_optimizer(f.optimizer),
                               .zero = f.zero,
@@ -202,7 +204,6 @@ void plan(const PlanFlags& f) {
                               .pp = f.pp,
                               .micro_batches = f.grad_accum,
                               .pp_schedule = f.pp_schedule};
-  if (f.batch_given) request.batch = f.batch;
   memory::Plan p = memory::make_plan(model, request);
   if (f.json) std::cout << to_json(model, p).dump() << "\n";
   else print_plan(model, p);
@@ -223,22 +224,25 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
       "the gradients, 3 also the parameters (these two not with --tp or --pp).\n"
       "Activations come from the layers' shapes and what weft's ops keep for the backward; the total is the\n"
       "predicted peak of one training step per device. Sizes print in bytes, decimal GB and binary GiB.");
-  c->add_option("--model", f->model, "a built-in model: mlp | cnn | gpt (GPT-2 small unless the flags below change it)")
-      ->check(one_of({"mlp", "cnn", "gpt"}));
+  c->add_option("--model", f->model,
+                "mlp | cnn | gpt: the model weft train --model builds, gpt with the flags below as weft train takes "
+                "them; gpt2: GPT-2 small (124M parameters)")
+      ->check(one_of({"mlp", "cnn", "gpt", "gpt2"}));
   CLI::Option* params =
       c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
   const std::vector<CLI::Option*> architecture = {
       number_flag(c, "--layers", f->gpt.layers, "GPT: transformer blocks", {.min = 1}),
       number_flag(c, "--dim,--hidden", f->gpt.dim, "GPT: model width", {.min = 1}),
       number_flag(c, "--heads", f->gpt.heads, "GPT: attention heads (must divide --dim)", {.min = 1}),
-      number_flag(c, "--vocab", f->gpt.vocab, "GPT: vocabulary size", {.min = 1}),
+      number_flag(c, "--vocab", f->gpt.vocab, "GPT: vocabulary size (weft train's byte tokenizer's; a SentencePiece "
+                  "model's is its --vocab)", {.min = 1}),
       number_flag(c, "--context,--seq", f->gpt.context, "GPT: sequence length trained on", {.min = 1})};
-  CLI::Option* batch = number_flag(
+  number_flag(
       c, "--batch-size,--batch", f->batch, "global batch, split over --gpus (default: 128 images or 8 sequences per device)",
       {.min = 1});
   c->add_option("--precision", f->precision, "fp32 | fp16 | bf16 (mixed, f32 master weights) | bf16-pure")
       ->capture_default_str();
-  c->add_option("--optimizer", f->optimizer, "adam | adamw | momentum (SGD with momentum) | sgd")->capture_default_str();
+  c->add_option("--optimizer", f->optimizer, "adamw | adam | momentum (SGD with momentum) | sgd")->capture_default_str();
   number_flag(c, "--zero", f->zero, "ZeRO stage 0-3", {.min = 0, .max = 3});
   number_flag(c, kGpusFlag, f->world, "devices: data-parallel replicas x --tp x --pp", {.min = 1});
   number_flag(c, "--tp", f->tp, "GPT: tensor-parallel ranks (heads, MLP and vocabulary split)", {.min = 1});
@@ -248,11 +252,10 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
   c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward");
   c->add_option("--device,--gpu", f->device, memory::device_names())->capture_default_str();
   c->add_flag("--json", f->json, "print the plan as one JSON object on the last line");
-  c->callback([&run, f, architecture, batch, params] {
+  c->callback([&run, f, architecture, params] {
     if (params->count() > 0) memory::parse_parameter_count(f->params);
     for (CLI::Option* option : architecture)
       if (option->count() > 0) f->architecture_flags.push_back(option->get_name());
-    f->batch_given = batch->count() > 0;
     run = [f] { plan(*f); };
   });
 }

@@ -13,6 +13,7 @@
 #include "weft/data/sampler.h"
 #include "weft/infer/load.h"
 #include "weft/infer/metadata.h"
+#include "weft/infer/metadata.h"
 #include "weft/nn/container.h"
 #include "weft/quant/checkpoint.h"
 #include "weft/quant/ptq.h"
@@ -31,14 +32,15 @@ struct QuantizeOptions {
   std::string observer = "minmax";
   double percentile = 99.99;
   uint64_t seed = 0;
-  std::string dataset = infer::LoadOptions{}.dataset, data_dir = train::ImageOptions{}.data_dir;
+  std::string dataset, data_dir;  // "": the checkpoint's data set, its default directory
   int threads = 0;
   bool json = false;
 };
 
 // The first `count` batches of a seeded shuffle of the training split: the calibration set.
-std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const data::Normalization& normalization) {
-  data::ImageDataset train_data = data::load_mnist_idx(o.data_dir, true, normalization);
+std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const infer::LoadedModel& loaded) {
+  data::ImageDataset train_data =
+      data::load_mnist_idx(infer::image_data_dir(loaded.dataset, o.data_dir), true, loaded.normalization);
   std::vector<int64_t> order = data::RandomSampler(train_data.size(), o.seed).indices(0);
   std::vector<Tensor> batches;
   const int64_t available = (train_data.size() + o.batch_size - 1) / o.batch_size;
@@ -76,7 +78,7 @@ void quantize(const QuantizeOptions& o) {
   std::shared_ptr<nn::Sequential> quantized;
   std::string how;
   if (scheme == quant::Scheme::int8_static) {
-    std::vector<Tensor> batches = calibration_batches(o, loaded.normalization);
+    std::vector<Tensor> batches = calibration_batches(o, loaded);
     quant::CalibrationOptions calibration{o.observer, o.percentile};
     quantized = quant::quantize_static(*model, batches, calibration);
     std::string observer = o.observer == "percentile" ? str("percentile ", o.percentile) : o.observer;
@@ -135,10 +137,8 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
       number_flag(q, "--batch-size", o->batch_size, "calibration batch size", count),
       number_flag(q, "--seed", o->seed, "which training images calibrate")};
   CLI::Option* group_size = number_flag(q, "--group-size", o->group_size, "int4 group size", count);
-  q->add_option("--dataset", o->dataset,
-                "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
-      ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str();
-  q->add_option("--data-dir", o->data_dir)->capture_default_str();
+  q->add_option("--dataset", o->dataset, kCheckpointDatasetHelp)->check(one_of({"fashion-mnist", "mnist"}));
+  q->add_option("--data-dir", o->data_dir, kDataDirHelp);
   number_flag(q, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   q->add_flag("--json", o->json, "print the result as one JSON object on the last line");
   q->callback([&run, o, calibration, percentile, group_size] {

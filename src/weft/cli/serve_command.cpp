@@ -64,7 +64,7 @@ void add_serve_command(CLI::App& app, std::function<void()>& run) {
   number_flag(s, "--connections", f->options.connections, "connections served at once (a thread each)",
               {.min = 1, .max = 4096});
   s->add_option("--data-dir", f->options.data_dir,
-                "where the playground's test images are read (default: /usr/share/datasets/<the data set>)")
+                "where the playground's test images are read (default: the data set's own, as weft eval reads)")
       ->check(not_empty());
   number_flag(s, "--timeout", f->options.timeout_s, "seconds to read a request or write a response",
               {.min = 0.001, .max = 3600});

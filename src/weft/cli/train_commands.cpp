@@ -18,10 +18,12 @@
 #include "weft/data/text.h"
 #include "weft/dist/world.h"
 #include "weft/infer/load.h"
+#include "weft/infer/metadata.h"
 #include "weft/io/sharded_checkpoint.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/status_file.h"
 #include "weft/monitor/system.h"
+#include "weft/nn/gpt.h"
 #include "weft/optim/kind.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/image_task.h"
@@ -87,7 +89,8 @@ void eval(const std::string& checkpoint, const infer::LoadOptions& options, cons
   WEFT_CHECK(loaded.kind != "gpt", ValueError, checkpoint,
              " holds a GPT; weft eval measures the image classifiers (sample a GPT with weft generate)");
   if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
-  data::ImageDataset test_data = data::load_mnist_idx(data_dir, false, loaded.normalization);
+  data::ImageDataset test_data =
+      data::load_mnist_idx(infer::image_data_dir(loaded.dataset, data_dir), false, loaded.normalization);
   // The batches are f32; a bf16 model's linear and convolution layers take them through autocast.
   AutocastGuard low_precision(loaded.dtype);
   train::EvalResult r = train::evaluate_classifier(*loaded.model, test_data, batch_size);
@@ -136,8 +139,11 @@ void info(const std::string& path, bool json) {
 // A flag that takes one of a vocabulary's names (amp/precision.h, optim/kind.h); an unknown name
 // is the vocabulary's ValueError, naming the flag.
 template <typename T, typename Parse, typename Name>
-void named_option(CLI::App* app, const std::string& flag, T& target, Parse parse, Name name, const std::string& help) {
-  app->add_option_function<std::string>(flag, [&target, parse](const std::string& value) { target = parse(value); }, help)
+CLI::Option* named_option(CLI::App* app, const std::string& flag, T& target, Parse parse, Name name,
+                          const std::string& help) {
+  return app
+      ->add_option_function<std::string>(flag, [&target, parse](const std::string& value) { target = parse(value); },
+                                         help)
       ->default_str(name(target));
 }
 
@@ -163,8 +169,10 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       ->check(one_of({"constant", "step", "cosine"}))->capture_default_str();
   number_flag(t, "--warmup", o->warmup, "cosine's warmup steps (default: 0; gpt 10% of the steps, at most 100)");
   number_flag(t, "--clip-grad", o->clip_grad, "clip the gradients' total norm, 0: off (default: off; gpt 1)");
-  named_option(t, "--precision", o->precision, amp::parse_precision, amp::precision_name,
-               "fp32 | bf16 | fp16: autocast with f32 master weights; fp16 adds loss scaling");
+  named_option(t, "--precision", o->precision,
+               [](const std::string& name) { return amp::parse_precision(name, amp::kTrainedPrecisions); },
+               amp::precision_name, "bf16 and fp16: autocast with f32 master weights; fp16 adds loss scaling")
+      ->type_name("{" + amp::precision_names(amp::kTrainedPrecisions, "|") + "}");
   t->add_flag("--master-weights", o->master_weights,
               "with bf16: the model and its gradients in bf16, f32 master weights in the optimizer (16 bytes "
               "per parameter with Adam)");
@@ -244,15 +252,15 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_flag("--json", *json, "print the result as one JSON object on the last line");
 
   std::vector<CLI::Option*> image_only = {
-      t->add_option("--dataset", o->image.dataset, "fashion-mnist | mnist (the normalisation statistics)")
+      t->add_option("--dataset", o->image.dataset, "the data set read, and whose normalisation statistics apply")
           ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str(),
-      t->add_option("--data-dir", o->image.data_dir, "IDX files, .gz or not")->capture_default_str()};
+      t->add_option("--data-dir", o->image.data_dir, kDataDirHelp)};
   train::TextOptions& text = o->text;
   std::vector<CLI::Option*> gpt_only = {
-      number_flag(t, "--layers", text.layers, "GPT: transformer blocks (default 4)"),
-      number_flag(t, "--heads", text.heads, "GPT: attention heads (default 4)"),
-      number_flag(t, "--dim", text.dim, "GPT: model width (default 128)"),
-      number_flag(t, "--context", text.context, "GPT: tokens per window (default 128)"),
+      number_flag(t, "--layers", text.layers, str("GPT: transformer blocks (default ", nn::GPTConfig{}.layers, ")")),
+      number_flag(t, "--heads", text.heads, str("GPT: attention heads (default ", nn::GPTConfig{}.heads, ")")),
+      number_flag(t, "--dim", text.dim, str("GPT: model width (default ", nn::GPTConfig{}.dim, ")")),
+      number_flag(t, "--context", text.context, str("GPT: tokens per window (default ", nn::GPTConfig{}.context, ")")),
       number_flag(t, "--vocab", text.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
       number_flag(t, "--dropout", text.dropout, "GPT: dropout probability"),
       t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)")
@@ -289,21 +297,19 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
 
   auto checkpoint = std::make_shared<std::string>();
   auto model = std::make_shared<std::string>();
-  auto dataset = std::make_shared<std::string>(train::ImageOptions{}.dataset);
-  auto data_dir = std::make_shared<std::string>(train::ImageOptions{}.data_dir);
+  auto dataset = std::make_shared<std::string>();
+  auto data_dir = std::make_shared<std::string>();
   auto batch_size = std::make_shared<int64_t>(1000);
   auto threads = std::make_shared<int>(0);
   CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");
   e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")
       ->required()->check(not_empty());
   e->add_option("--model", *model, "mlp | cnn (default: what the checkpoint says)")->check(one_of({"mlp", "cnn"}));
-  e->add_option("--dataset", *dataset,
-                "whose normalisation to assume for a checkpoint that does not record its own (older ones)")
-      ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str();
-  e->add_option("--data-dir", *data_dir)->capture_default_str();
+  e->add_option("--dataset", *dataset, kCheckpointDatasetHelp)->check(one_of({"fashion-mnist", "mnist"}));
+  e->add_option("--data-dir", *data_dir, kDataDirHelp);
   number_flag(e, "--batch-size", *batch_size, "test images per forward pass", {.min = 1, .max = train::kMaxCount});
   number_flag(e, "--threads", *threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
-  e->add_flag("--json", *json);
+  e->add_flag("--json", *json, "print the result as one JSON object on the last line");
   e->callback([&run, checkpoint, model, dataset, data_dir, batch_size, threads, json] {
     run = [=] {
       if (*threads > 0) set_num_threads(*threads);
@@ -314,7 +320,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   auto path = std::make_shared<std::string>();
   CLI::App* i = app.add_subcommand("info", "the tensors in a safetensors file and the model's size per number format");
   i->add_option("checkpoint,--checkpoint", *path, "a .safetensors file or a checkpoint directory")->required()->check(not_empty());
-  i->add_flag("--json", *json);
+  i->add_flag("--json", *json, "print the result as one JSON object on the last line");
   i->callback([&run, path, json] { run = [=] { info(*path, *json); }; });
 
   auto sharded = std::make_shared<std::string>();

@@ -38,8 +38,12 @@ void load_into(nn::Module& model, const Weights& weights, const std::string& fil
 
 void load_classifier_input(LoadedModel& loaded, const LoadOptions& options) {
   auto dataset = loaded.metadata.find("weft.dataset");
+  WEFT_CHECK(options.dataset.empty() || dataset == loaded.metadata.end() || dataset->second == options.dataset,
+             ValueError, "--dataset ", options.dataset, ": ", loaded.file, " was trained on ", dataset->second,
+             " (leave --dataset out to use its data set)");
   try {
-    loaded.dataset = dataset != loaded.metadata.end() ? dataset->second : options.dataset;
+    if (dataset != loaded.metadata.end()) loaded.dataset = dataset->second;
+    else loaded.dataset = options.dataset.empty() ? "fashion-mnist" : options.dataset;
     const ImageDatasetInfo& info = image_dataset_info(loaded.dataset);
     loaded.labels = info.labels;
     loaded.input_shape = info.sample_shape;

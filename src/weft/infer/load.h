@@ -43,7 +43,9 @@ struct LoadOptions {
   // ({} initialisers so that designated initialisers may leave any of them out.)
   std::string model{};      // mlp | cnn for a file without weft.model; must agree with one that has it
   std::string tokenizer{};  // GPTs: "" the checkpoint's own, else byte or a SentencePiece file (the same one)
-  std::string dataset = "fashion-mnist";  // classifiers saved without weft.normalization: whose statistics to assume
+  // Classifiers: the data set the caller means; "": the checkpoint's (fashion-mnist for older ones
+  // that do not say). One the checkpoint names another of → ValueError.
+  std::string dataset{};
 };
 
 struct LoadedModel {

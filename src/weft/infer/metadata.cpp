@@ -66,11 +66,20 @@ const ImageDatasetInfo& image_dataset_info(const std::string& name) {
       {"fashion-mnist",
        data::kFashionMnistNormalization,
        {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"},
-       {1, 28, 28}},
-      {"mnist", data::kMnistNormalization, {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, {1, 28, 28}}};
+       {1, 28, 28},
+       "/usr/share/datasets/fashion-mnist"},  // Debian's dataset-fashion-mnist
+      {"mnist", data::kMnistNormalization, {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, {1, 28, 28}, ""}};
   for (const ImageDatasetInfo& d : kDatasets)
     if (d.name == name) return d;
   throw ValueError(str("unknown dataset '", name, "': expected fashion-mnist or mnist"));
+}
+
+std::string image_data_dir(const std::string& dataset, const std::string& data_dir) {
+  if (!data_dir.empty()) return data_dir;
+  const std::string& dir = image_dataset_info(dataset).default_dir;
+  WEFT_CHECK(!dir.empty(), ValueError, "--dataset ", dataset, ": needs --data-dir, the directory of its IDX files ",
+             "(train-images-idx3-ubyte and the rest, .gz or not): no Debian package installs ", dataset);
+  return dir;
 }
 
 Metadata classifier_metadata(const std::string& dataset) {

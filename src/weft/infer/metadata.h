@@ -44,8 +44,13 @@ struct ImageDatasetInfo {
   data::Normalization normalization;  // the training split's statistics
   std::vector<std::string> labels;    // class names by class id
   Shape sample_shape;                 // one image as the models take it: [C, H, W]
+  std::string default_dir;            // where its Debian package installs it; "": no package ships it
 };
 const ImageDatasetInfo& image_dataset_info(const std::string& name);
+
+// Where `dataset`'s IDX files are read: `data_dir` when given, else the data set's default_dir;
+// for a data set without one, a ValueError asking for --data-dir.
+std::string image_data_dir(const std::string& dataset, const std::string& data_dir);
 
 // weft.dataset and weft.normalization for a classifier trained on `dataset`, with that data
 // set's statistics or with `normalization` (which must have one mean and one positive std per

@@ -274,10 +274,13 @@ ModelDescription ModelDescription::parameters_only(int64_t count) {
 }
 
 ModelDescription ModelDescription::builtin(const std::string& name) {
-  if (name == "gpt") return gpt(kGpt2Small);
+  if (name == "gpt") return gpt(nn::GPTConfig{});
+  if (name == "gpt2") return gpt(kGpt2Small);
   if (name == "mlp" || name == "cnn") return classifier(name, nn::make_image_classifier(name), {1, 28, 28});
-  throw ValueError(str("plan: unknown model '", name, "': expected mlp, cnn or gpt"));
+  throw ValueError(str("plan: unknown model '", name, "': expected ", builtin_model_names()));
 }
+
+const char* builtin_model_names() { return "mlp, cnn, gpt or gpt2"; }
 
 ModelDescription ModelDescription::gpt(const nn::GPTConfig& config, GptShare share) {
   check_plannable(config);

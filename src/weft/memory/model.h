@@ -29,7 +29,7 @@ struct ActivationFormat {
   int64_t fp32_ops = 4;
 };
 
-// GPT-2 small (124,439,808 parameters): `weft plan --model gpt`, and the start of its GPT flags.
+// GPT-2 small (124,439,808 parameters): `weft plan --model gpt2`.
 inline constexpr nn::GPTConfig kGpt2Small{.layers = 12, .heads = 12, .dim = 768, .context = 1024, .vocab = 50257};
 
 // The parameters nn::GPT(config) has, and those of one of its blocks (12 dim^2 + 13 dim). The
@@ -61,11 +61,15 @@ struct GptShare {
   int64_t tp = 1, pp = 1, stage = 0;
 };
 
+// The names ModelDescription::builtin takes, as an error lists them: "mlp, cnn, gpt or gpt2".
+const char* builtin_model_names();
+
 class ModelDescription {
  public:
   // Only a parameter count: no activations, no ZeRO-3 gather size.
   static ModelDescription parameters_only(int64_t count);
-  // "mlp" or "cnn" (weft's image classifiers on [1, 28, 28] images), or "gpt" (GPT-2 small).
+  // What `weft train --model NAME` builds with its defaults: "mlp" or "cnn" (image classifiers on
+  // [1, 28, 28] images) or "gpt" (nn::GPTConfig{}); or "gpt2", GPT-2 small.
   static ModelDescription builtin(const std::string& name);
   // Throws ValueError unless every size is positive, heads divides dim and the sizes can be counted;
   // with a share, also unless tp divides the heads and the vocabulary and there are at least pp blocks.

@@ -177,7 +177,7 @@ Plan plan_as_requested(const ModelDescription& model, const PlanRequest& r) {
   plan.device = find_device(r.device);
   plan.fits = plan.total_bytes <= plan.device.memory_bytes;
   plan.model_size_bytes = model.num_parameters() * 4;
-  plan.chart = strategy_chart_row(plan.model_size_bytes);
+  plan.chart = strategy_chart_row(plan.model_size_bytes, plan.device.name == "cpu" ? "CPU" : "GPU");
   return plan;
 }
 
@@ -228,13 +228,14 @@ BytesPerParameter bytes_per_parameter(Precision precision, OptimizerKind optimiz
   return {};
 }
 
-const ChartRow& strategy_chart_row(int64_t model_size_bytes) {
-  static const ChartRow rows[] = {
-      {"< 1GB", "Single GPU, FP32"},
-      {"1-10GB", "Single GPU, mixed precision"},
-      {"10-40GB", "DDP (2-4 GPUs), mixed precision"},
-      {"40-100GB", "FSDP (4-8 GPUs), BF16"},
-      {"100GB-1TB", "FSDP (8+ GPUs), BF16, gradient checkpointing"},
+ChartRow strategy_chart_row(int64_t model_size_bytes, std::string_view device_kind) {
+  const std::string one = str("Single ", device_kind), many = str(device_kind, "s");
+  const ChartRow rows[] = {
+      {"< 1GB", one + ", FP32"},
+      {"1-10GB", one + ", mixed precision"},
+      {"10-40GB", str("DDP (2-4 ", many, "), mixed precision")},
+      {"40-100GB", str("FSDP (4-8 ", many, "), BF16")},
+      {"100GB-1TB", str("FSDP (8+ ", many, "), BF16, gradient checkpointing")},
       {"> 1TB", "Tensor parallelism + pipeline + FSDP"},
   };
   constexpr int64_t kGB = 1000 * 1000 * 1000;

@@ -55,12 +55,14 @@ BytesPerParameter bytes_per_parameter(Precision precision, OptimizerKind optimiz
 // One row of the strategy chart: which parallelism a model of this size calls for.
 struct ChartRow {
   const char* model_size;  // "1-10GB"
-  const char* strategy;    // "Single GPU, mixed precision"
+  std::string strategy;    // "Single GPU, mixed precision"
 };
 // The chart's "model size" is read as the weights in fp32 (parameters x 4 bytes): the size of the
 // model weft trains and saves, independent of --precision so that the advice does not move when
 // the precision does.
-const ChartRow& strategy_chart_row(int64_t model_size_bytes);
+// `device_kind` ("GPU", "CPU") names what the rows count: the chart is written for GPUs, and its
+// advice reads the same for the processes of a CPU run.
+ChartRow strategy_chart_row(int64_t model_size_bytes, std::string_view device_kind);
 
 struct PlanRequest {
   int64_t batch = 0;  // global; 0: the model's default per device, times world

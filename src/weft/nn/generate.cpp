@@ -23,10 +23,14 @@ std::vector<float> last_position(const Tensor& logits) {
 }  // namespace
 
 void GenerateOptions::check() const {
-  check_flag("--max-tokens", max_tokens, {.min = 0});
+  if (max_tokens) check_flag("--max-tokens", *max_tokens, {.min = 0});
   check_flag("--temperature", temperature, {.min = 0});
   check_flag("--top-k", top_k, {.min = 0});
   WEFT_CHECK(vocab_limit >= 0, ValueError, "generate: vocab_limit must not be negative, got ", vocab_limit);
+}
+
+int64_t GenerateOptions::tokens_after(int64_t prompt_tokens, int64_t context) const {
+  return max_tokens.value_or(std::max<int64_t>(0, context - prompt_tokens));
 }
 
 int64_t sample_token(const std::vector<float>& logits, const GenerateOptions& options, Generator& gen) {
@@ -76,13 +80,14 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, co
   WEFT_CHECK(prompt_tokens > 0, ValueError, "the prompt is empty: give the model at least one token to continue");
   WEFT_CHECK(prompt_tokens <= context, ValueError, "the prompt is ", prompt_tokens,
              " tokens, longer than the model's context of ", context, " tokens: shorten it");
-  WEFT_CHECK(prompt_tokens + options.max_tokens <= context, ValueError, "the prompt's ", prompt_tokens, " tokens and ",
-             options.max_tokens, " generated ones do not fit the model's context of ", context,
+  const int64_t max_tokens = options.tokens_after(prompt_tokens, context);
+  WEFT_CHECK(prompt_tokens + max_tokens <= context, ValueError, "the prompt's ", prompt_tokens, " tokens and ",
+             max_tokens, " generated ones do not fit the model's context of ", context,
              " tokens: ask for at most --max-tokens ", context - prompt_tokens, " or shorten the prompt");
   for (int64_t id : prompt)
     WEFT_CHECK(id >= 0 && id < model.config.vocab, IndexError, "the prompt holds token id ", id,
                ", outside the model's vocabulary of ", model.config.vocab);
-  if (options.max_tokens == 0) return {};
+  if (max_tokens == 0) return {};
 
   NoGradGuard no_grad;
   Generator gen(options.seed);
@@ -93,11 +98,11 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, co
     for (int64_t step = 0;; ++step) {
       sequence.push_back(sample_token(logits, options, gen));
       if (on_token && !on_token(sequence.back())) break;
-      if (step + 1 == options.max_tokens) break;  // the last token needs no forward
+      if (step + 1 == max_tokens) break;  // the last token needs no forward
       logits = last_position(model(as_batch({sequence.back()}), cache));
     }
   } else {
-    for (int64_t step = 0; step < options.max_tokens; ++step) {
+    for (int64_t step = 0; step < max_tokens; ++step) {
       sequence.push_back(sample_token(last_position(model(as_batch(sequence))), options, gen));
       if (on_token && !on_token(sequence.back())) break;
     }

@@ -17,15 +17,21 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "weft/nn/gpt.h"
 
 namespace weft::nn {
 
+// The defaults of `weft generate` and of the server's /v1/completions alike.
 struct GenerateOptions {
-  int64_t max_tokens = 100;
-  double temperature = 1.0;  // 0: greedy
+  // Unset: until the context is full. weft's byte tokenizer has no end-of-text token and a GPT's
+  // context is short (128 tokens by default), so the text stops where the context does; llama.cpp's
+  // -n defaults the same way, where a small fixed count (Hugging Face's max_new_tokens) would cut a
+  // longer context's answer short, or not fit after a long prompt.
+  std::optional<int64_t> max_tokens{};  // ({}: designated initialisers may leave it out)
+  double temperature = 0.8;  // 0: greedy; below 1 sharpens: a small model's rare, mostly wrong tokens come up less
   int64_t top_k = 0;         // 0: every token
   uint64_t seed = 0;
   // Sample only ids below this (a tokenizer's vocabulary, when the model's is larger); 0: the model's.
@@ -34,9 +40,11 @@ struct GenerateOptions {
 
   // A negative count, temperature or top_k, or a non-finite temperature → ValueError naming the flag.
   void check() const;
+  // max_tokens, or what a context of `context` tokens has left after the prompt.
+  int64_t tokens_after(int64_t prompt_tokens, int64_t context) const;
 };
 
-// The max_tokens ids that follow `prompt`. Runs under NoGradGuard. An empty prompt, a prompt
+// The ids that follow `prompt`. Runs under NoGradGuard. An empty prompt, a prompt
 // longer than the context, a prompt and max_tokens that together exceed it → ValueError; an id
 // outside the model's vocabulary → IndexError. The model must be in eval mode (dropout off).
 // `on_token`, when given, is told each id as soon as it is drawn (a server streams it); returning

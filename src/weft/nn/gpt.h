@@ -40,11 +40,13 @@ namespace weft::nn {
 // build however narrow they are, so the depth is bounded (GPT-3 has 96).
 inline constexpr int64_t kMaxGptLayers = 1024;
 
+// The defaults are the model `weft train --model gpt` builds and `weft plan --model gpt` plans
+// (its vocabulary is the byte tokenizer's).
 struct GPTConfig {
   int64_t layers = 4;
   int64_t heads = 4;
   int64_t dim = 128;
-  int64_t context = 256;  // the longest sequence: wpe has this many rows
+  int64_t context = 128;  // the longest sequence: wpe has this many rows
   int64_t vocab = 256;
   double dropout = 0;
 

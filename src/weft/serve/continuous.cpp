@@ -35,6 +35,8 @@ ContinuousBatcher::ContinuousBatcher(nn::GPT& model, BatchOptions options, std::
 ContinuousBatcher::~ContinuousBatcher() { stop(); }
 
 void ContinuousBatcher::submit(Generation generation) {
+  generation.options.max_tokens =
+      generation.options.tokens_after(std::ssize(generation.prompt), model_.config.context);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     WEFT_CHECK(!stopping_, ValueError, "the server is shutting down");
@@ -77,7 +79,7 @@ void ContinuousBatcher::loop() {
     r.last = nn::sample_token(logits, r.request.options, r.generator);
     ++r.produced;
     const bool wanted = !r.request.on_token || r.request.on_token(r.last);
-    return wanted && r.produced < r.request.options.max_tokens;
+    return wanted && r.produced < *r.request.options.max_tokens;
   };
   for (;;) {
     std::vector<Generation> admitted;
@@ -93,7 +95,7 @@ void ContinuousBatcher::loop() {
     for (Generation& g : admitted) {  // prefill: the prompt in one forward, and the first token
       const std::function<void(const std::string&)> on_done = g.on_done;
       try {
-        if (g.options.max_tokens == 0) {
+        if (*g.options.max_tokens == 0) {
           on_done("");
           continue;
         }

@@ -28,7 +28,7 @@
 namespace weft::serve {
 
 struct Generation {
-  std::vector<int64_t> prompt;  // non-empty, fitting the context with options.max_tokens
+  std::vector<int64_t> prompt;  // non-empty, fitting the context with options.tokens_after(it)
   nn::GenerateOptions options;
   std::function<bool(int64_t id)> on_token;  // each token as drawn; false: stop here (the client left)
   std::function<void(const std::string& error)> on_done;  // once, at the end ("" when no error)

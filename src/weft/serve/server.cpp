@@ -146,11 +146,11 @@ struct Server::Model {
 
   bool is_gpt() const { return loaded.kind == "gpt"; }
 
-  // Two test images of each class from `dir` ("": /usr/share/datasets/<the model's data set>).
+  // Two test images of each class from `dir` ("": the model's data set's own, infer::image_data_dir).
   void find_examples(const std::string& dir) {
-    const std::string from = dir.empty() ? "/usr/share/datasets/" + loaded.dataset : dir;
     try {
-      const data::ImageDataset test = data::load_mnist_idx(from, false, loaded.normalization);
+      const data::ImageDataset test =
+          data::load_mnist_idx(infer::image_data_dir(loaded.dataset, dir), false, loaded.normalization);
       const std::vector<int64_t> labels = test.labels().to_vector<int64_t>();
       std::vector<int> taken(loaded.labels.size(), 0);
       for (size_t i = 0; i < labels.size() && examples.size() < 2 * taken.size(); ++i) {
@@ -383,11 +383,12 @@ void Server::add_routes() {
       throw HttpError(400, str("the prompt is ", prompt_tokens, " tokens; the model's context is ", context,
                                ", so it must be shorter to leave room for an answer"));
     nn::GenerateOptions options;
-    options.max_tokens = integer_field(body, "max_tokens", std::min<int64_t>(64, context - prompt_tokens), 0,
-                                       context - prompt_tokens);
-    options.temperature = number_field(body, "temperature", 1.0, 0, 100);
-    options.top_k = integer_field(body, "top_k", 0, 0, m.loaded.gpt->config.vocab);
-    options.seed = static_cast<uint64_t>(integer_field(body, "seed", 0, 0, std::numeric_limits<int64_t>::max()));
+    if (body.contains("max_tokens"))
+      options.max_tokens = integer_field(body, "max_tokens", 0, 0, context - prompt_tokens);
+    options.temperature = number_field(body, "temperature", options.temperature, 0, 100);
+    options.top_k = integer_field(body, "top_k", options.top_k, 0, m.loaded.gpt->config.vocab);
+    options.seed = static_cast<uint64_t>(integer_field(body, "seed", static_cast<int64_t>(options.seed), 0,
+                                                       std::numeric_limits<int64_t>::max()));
     options.vocab_limit = tokenizer.vocab_size();
     if (body.contains("stream") && !body["stream"].is_boolean()) throw HttpError(400, "\"stream\" must be true or false");
     const bool stream = body.value("stream", false);

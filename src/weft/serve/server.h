@@ -12,7 +12,7 @@
 //   GET  /metrics          Prometheus text (serve/metrics.h)
 //   GET  /                 the playground page (serve/playground.h)
 //   GET  /v1/examples?model=NAME   a classifier's test images to try, two of each class, from
-//                          --data-dir (by default /usr/share/datasets/<its data set>) when readable
+//                          --data-dir (by default its data set's, as weft eval reads) when readable
 //
 // Pixels are sent as the data set holds them; the server applies the normalisation the model was
 // trained with (from the checkpoint), so its answer is what `weft eval` computes for the image.

@@ -12,8 +12,9 @@
 
 namespace weft::train {
 
-data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train) {
+data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& data_dir, bool train) {
   const infer::ImageDatasetInfo& info = infer::image_dataset_info(dataset);
+  const std::string dir = infer::image_data_dir(dataset, data_dir);
   data::ImageDataset data = data::load_mnist_idx(dir, train, info.normalization);
   const Shape found(data.images().shape().begin() + 1, data.images().shape().end());
   WEFT_CHECK(found == info.sample_shape, FormatError, "--data-dir ", dir, ": expected ", dataset, " images of ",

@@ -10,9 +10,10 @@
 
 namespace weft::train {
 
-// The IDX test or training split in `dir`, normalised for `dataset` (ValueError if unknown); images
-// of another size than the data set's, which the models cannot take → FormatError.
-data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& dir, bool train);
+// The IDX test or training split in `data_dir` ("": the data set's own, infer::image_data_dir),
+// normalised for `dataset` (ValueError if unknown); images of another size than the data set's,
+// which the models cannot take → FormatError.
+data::ImageDataset load_image_dataset(const std::string& dataset, const std::string& data_dir, bool train);
 
 struct EvalResult {
   double accuracy = 0, loss = 0;  // fraction correct; mean cross-entropy

@@ -178,10 +178,11 @@ nn::GPTConfig resolve_config(const TextOptions& o, const std::optional<infer::Sa
     if (flag) return *flag;
     return saved ? (*saved).config.*field : fallback;
   };
-  nn::GPTConfig c{.layers = pick(o.layers, &nn::GPTConfig::layers, TextOptions::kDefaultLayers),
-                  .heads = pick(o.heads, &nn::GPTConfig::heads, TextOptions::kDefaultHeads),
-                  .dim = pick(o.dim, &nn::GPTConfig::dim, TextOptions::kDefaultDim),
-                  .context = pick(o.context, &nn::GPTConfig::context, TextOptions::kDefaultContext),
+  const nn::GPTConfig defaults;
+  nn::GPTConfig c{.layers = pick(o.layers, &nn::GPTConfig::layers, defaults.layers),
+                  .heads = pick(o.heads, &nn::GPTConfig::heads, defaults.heads),
+                  .dim = pick(o.dim, &nn::GPTConfig::dim, defaults.dim),
+                  .context = pick(o.context, &nn::GPTConfig::context, defaults.context),
                   .vocab = pick(o.vocab, &nn::GPTConfig::vocab, tokenizer_vocab),
                   .dropout = o.dropout};
   c.check();

@@ -6,6 +6,7 @@
 
 #include "weft/core/error.h"
 #include "weft/core/flag_value.h"
+#include "weft/infer/metadata.h"
 #include "weft/nn/gpt.h"
 
 namespace weft::train {
@@ -144,6 +145,7 @@ void TrainOptions::validate() const {
   check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
   check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
   check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});
+  if (is_image_task()) infer::image_data_dir(image.dataset, image.data_dir);
   if (text.layers) check_flag("--layers", *text.layers, {.min = 1, .max = nn::kMaxGptLayers});
   const std::pair<const char*, const std::optional<int64_t>&> sizes[] = {
       {"--heads", text.heads}, {"--dim", text.dim}, {"--context", text.context}, {"--vocab", text.vocab}};
@@ -151,7 +153,7 @@ void TrainOptions::validate() const {
     if (size) check_flag(flag, *size, {.min = 1, .max = kMaxCount});
   // Resuming, an unset size is the checkpoint's, checked when it is read.
   if (resume_dir.empty() || (text.dim && text.heads)) {
-    const int64_t heads = text.heads.value_or(TextOptions::kDefaultHeads), dim = text.dim.value_or(TextOptions::kDefaultDim);
+    const int64_t heads = text.heads.value_or(nn::GPTConfig{}.heads), dim = text.dim.value_or(nn::GPTConfig{}.dim);
     WEFT_CHECK(dim % heads == 0, ValueError, "--dim: must be a multiple of --heads (", heads, "), got '", dim, "'");
   }
   check_flag("--dropout", text.dropout, {.min = 0, .max = 1, .max_open = true});
@@ -233,7 +235,7 @@ nlohmann::json TrainOptions::to_json() const {
                       {"threads", threads}, {"profile_trace", profile_trace}};
   if (is_image_task()) {
     j["dataset"] = image.dataset;
-    j["data_dir"] = image.data_dir;
+    j["data_dir"] = infer::image_data_dir(image.dataset, image.data_dir);
   } else {
     j["tokenizer"] = text.tokenizer;
     j["data"] = text.data;

@@ -28,15 +28,14 @@ inline constexpr int kMaxThreads = 1024;                  // --threads and --pre
 
 // --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files).
 struct ImageOptions {
-  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist: which normalisation statistics apply
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist: the files read and their normalisation
+  std::string data_dir;                   // "": the data set's own (infer::image_data_dir)
 };
 
 // --model gpt: a GPT learning the next token of a text corpus (docs/gpt.md).
 struct TextOptions {
-  // The architecture. Unset: the checkpoint's when resuming, otherwise these, and the tokenizer's
-  // vocabulary. A value given is checked as given.
-  static constexpr int64_t kDefaultLayers = 4, kDefaultHeads = 4, kDefaultDim = 128, kDefaultContext = 128;
+  // The architecture. Unset: the checkpoint's when resuming, otherwise nn::GPTConfig's defaults
+  // and the tokenizer's vocabulary. A value given is checked as given.
   std::optional<int64_t> layers, heads, dim, context, vocab;
   double dropout = 0;
   std::string tokenizer;          // "byte" or a SentencePiece model file; "": the checkpoint's when resuming, else byte
