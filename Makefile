@@ -17,10 +17,11 @@ build-asan: setup
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS) --target weft_tests weft_dist_tests
 
-# Trains the CNN on Fashion-MNIST for two epochs, then evaluates the saved checkpoint.
+# Trains the CNN on Fashion-MNIST for two epochs, then evaluates the saved checkpoint. The demo's
+# directory is its own: a second make demo replaces the first one's run.
 DEMO_OUT ?= runs/demo
 demo: build
-	@build/weft train --model cnn --epochs 2 --out $(DEMO_OUT)
+	@build/weft train --model cnn --epochs 2 --out $(DEMO_OUT) --overwrite
 	@build/weft eval --checkpoint $(DEMO_OUT)
 
 # The whole suite on the optimised build, then again under the sanitizers.
