@@ -2,7 +2,8 @@
 """Every command weft train prints as advice runs when pasted as printed: the lines under
 "checkpoint:" (evaluate or sample, merge a sharded checkpoint, continue or train on, see the logs),
 the one a signal's stop prints, the one a --time-limit stop leads to, the one that refuses an --out
-holding a run, and the one weft eval prints for a sharded checkpoint. Each is run through a shell,
+holding a run, the one weft generate prints for a sharded checkpoint, and the ones weft quantize and
+weft tokenize encode print for their output. Each is run through a shell,
 as a person pasting it would; `weft board` is run until it says it is serving.
 
 Usage: printed_hints_work.py WEFT MPIEXEC"""
@@ -73,6 +74,14 @@ check(r.returncode == 0, "an mlp trains", r.stdout + r.stderr)
 found = check_hints(r.stdout, ["evaluate", "train on", "logs"], "mlp")
 check("--steps 6" in found.get("train on", ""), "mlp: training on doubles the steps", r.stdout)
 
+# Its quantized copy: evaluated as the quantizer says.
+r = run(f"'{shell_weft}' quantize --checkpoint 'runs/an mlp' --int8 --calib 1 --out 'runs/an mlp.int8.safetensors'")
+m = re.search(r"\(evaluate with: (.+)\)$", r.stdout, re.M)
+check(r.returncode == 0 and m is not None, "quantize names the command that evaluates its output", r.stdout + r.stderr)
+if m:
+    r = run(m.group(1))
+    check(r.returncode == 0 and "accuracy" in r.stdout, f"'{m.group(1)}' runs", r.stdout + r.stderr)
+
 # The same --out again: refused, naming the command that continues it, which works.
 r = run(f"'{shell_weft}' train --model mlp --steps 3 --out 'runs/an mlp'")
 m = re.search(r"continue it with (.+), or pass --overwrite", r.stderr)
@@ -103,6 +112,17 @@ if m:
     # The plan is 100000 steps: continue it for a few, as the hint's command with a shorter plan.
     r = run(m.group(1) + " --time-limit 1")
     check(r.returncode == 0 and "resumed at step" in r.stdout, f"'{m.group(1)}' continues the run", r.stdout + r.stderr)
+
+# Token shards: trained on as tokenize encode says.
+with open("text.txt", "w") as f:
+    f.write("The sea was calm that night, and the ship sailed on toward the harbour lights. " * 40)
+r = run(f"'{shell_weft}' tokenize encode text.txt --out 'shards dir'")
+m = re.search(r"^train on them: (.+)$", r.stdout, re.M)
+check(r.returncode == 0 and m is not None, "tokenize encode names the command that trains on its shards",
+      r.stdout + r.stderr)
+if m:
+    r = run(m.group(1) + " --layers 1 --heads 2 --dim 32 --context 32 --batch-size 8 --steps 2 --threads 1")
+    check(r.returncode == 0, f"'{m.group(1)}' trains", r.stdout + r.stderr)
 
 # A GPT's run: sample instead of evaluate.
 r = run(f"'{shell_weft}' train {TINY_GPT} --steps 2 --out runs/gpt")

@@ -131,7 +131,7 @@ TEST(TrainGptCli, TrainsOnTheShardsOfTokenizeEncodeWithTheTokenizerThatMadeThem)
   Outcome encoded = weft_cli("tokenize encode --tokenizer " + dir.file("tok.model") + " " + dir.file("fortunes") +
                              " --out " + dir.file("bpe"));
   ASSERT_EQ(encoded.status, 0) << encoded.output;
-  EXPECT_TRUE(contains(encoded.output, "train on them: weft train --model gpt --data " + dir.file("bpe"))) << encoded.output;
+  EXPECT_TRUE(contains(encoded.output, "train on them: " WEFT_CLI_PATH " train --model gpt --data " + dir.file("bpe"))) << encoded.output;
   Outcome bpe = weft_cli(kTiny + "--data " + dir.file("bpe") + " --json");  // finds bpe/tokenizer.model
   ASSERT_EQ(bpe.status, 0) << bpe.output;
   EXPECT_TRUE(contains(last_line_json(bpe.output)["tokenizer"].get<std::string>(), "sentencepiece:")) << bpe.output;

@@ -17,6 +17,7 @@
 
 #include "weft/cli/commands.h"
 #include "weft/cli/flags.h"
+#include "weft/core/program.h"
 #include "weft/core/allocator.h"
 #include "weft/dist/process_group.h"
 #include "weft/dist/world.h"
@@ -58,7 +59,7 @@ void bench_comm(const CommOptions& o) {
   const int n = group.size();
   WEFT_CHECK(n >= 2, ValueError, "weft bench comm: measures collectives between ranks, and this is ",
              dist::launched_by_mpi() ? "a launch of 1 rank" : "a single process",
-             "; run it under MPI: mpirun -np 2 weft bench comm");
+             "; run it under MPI: mpirun -np 2 ", shell_quote(program_name()), " bench comm");
   std::vector<std::string> ops;
   std::stringstream list(o.ops);
   for (std::string op; std::getline(list, op, ',');) {

@@ -8,11 +8,11 @@
 
 #include "weft/cli/commands.h"
 #include "weft/cli/flags.h"
+#include "weft/core/program.h"
 #include "weft/core/allocator.h"
 #include "weft/core/threads.h"
 #include "weft/data/sampler.h"
 #include "weft/infer/load.h"
-#include "weft/infer/metadata.h"
 #include "weft/infer/metadata.h"
 #include "weft/nn/container.h"
 #include "weft/quant/checkpoint.h"
@@ -104,7 +104,8 @@ void quantize(const QuantizeOptions& o) {
   std::printf("file size: f32 %s (%lld bytes), %s %s (%lld bytes): %.2fx smaller\n", format_bytes(f32_bytes).c_str(),
               static_cast<long long>(f32_bytes), quant::scheme_name(scheme), format_bytes(quantized_bytes).c_str(),
               static_cast<long long>(quantized_bytes), ratio);
-  std::cout << "written to " << o.out << " (evaluate with: weft eval --checkpoint " << o.out << ")\n";
+  std::cout << "written to " << o.out << " (evaluate with: " << shell_quote(program_name()) << " eval --checkpoint "
+            << shell_quote(o.out) << ")\n";
   if (o.json)
     std::cout << nlohmann::json{{"model", model_name}, {"quantization", quant::scheme_name(scheme)},
                                 {"out", o.out}, {"f32_bytes", f32_bytes}, {"quantized_bytes", quantized_bytes},

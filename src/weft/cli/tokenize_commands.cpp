@@ -10,6 +10,7 @@
 
 #include "weft/cli/commands.h"
 #include "weft/cli/flags.h"
+#include "weft/core/program.h"
 #include "weft/data/text.h"
 #include "weft/infer/metadata.h"
 #include "weft/io/atomic_file.h"
@@ -106,7 +107,8 @@ void encode_text(const std::vector<std::string>& paths, const std::string& token
     result[name] = {{"bytes", bytes}, {"tokens", tokens}, {"bytes_per_token", bytes_per_token}, {"path", path}};
     if (!split.by_tokens) result[name]["documents"] = documents;
   }
-  std::cout << "train on them: weft train --model gpt --data " << out_dir << "\n";
+  std::cout << "train on them: " << shell_quote(program_name()) << " train --model gpt --data " << shell_quote(out_dir)
+            << "\n";
   if (json) std::cout << result.dump() << "\n";
 }
 
