@@ -52,8 +52,8 @@ void ProgressBar::draw(int64_t done, const std::string& metrics, bool final_line
     line.append("[").append(filled, '#').append(kWidth - filled, '.').append("] ");
   }
   char counters[128];
-  std::snprintf(counters, sizeof counters, "%ld/%ld ", long(done), long(total_));
-  line.append(counters).append(metrics);
+  std::snprintf(counters, sizeof counters, "%ld/%ld", long(done), long(total_));
+  line.append(counters).append(metrics.empty() ? "" : " " + metrics);
   char rate[96];
   std::snprintf(rate, sizeof rate, " | %.0f %s/s | %s elapsed, ETA %s", steps_per_s * items_per_step_, items_.c_str(),
                 format_duration(elapsed).c_str(), format_duration(eta).c_str());
