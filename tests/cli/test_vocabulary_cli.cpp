@@ -2,7 +2,7 @@
 // still take, "did you mean" for commands, flags and device names, weft help and weft --version.
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <algorithm>
 #include <string>
 
 #include "expect_error.h"
@@ -71,8 +71,17 @@ TEST(Vocabulary, HelpPrintsTheHelpOfWeftOrOfACommand) {
 TEST(Vocabulary, VersionPrintsOneLine) {
   const Outcome flag = weft_cli("--version");
   EXPECT_EQ(flag.status, 0);
-  EXPECT_TRUE(std::regex_match(flag.output, std::regex("weft [0-9]+\\.[0-9]+\\.[0-9]+( \\(git [0-9a-f]+\\))?\n")))
+  // "weft 0.1.0\n", or "weft 0.1.0 (git 2d1c15b)\n" in a git checkout. (No <regex>: GCC 12 warns
+  // inside it under the sanitizers.)
+  const std::string version = flag.output.substr(0, flag.output.find(' ', 5));
+  EXPECT_TRUE(flag.output.starts_with("weft ") && std::count(version.begin(), version.end(), '.') == 2 &&
+              version.find_first_not_of("0123456789.\n", 5) == std::string::npos && flag.output.ends_with("\n") &&
+              std::count(flag.output.begin(), flag.output.end(), '\n') == 1)
       << flag.output;
+  const size_t git = flag.output.find(" (git ");
+  if (git != std::string::npos) {
+    EXPECT_EQ(flag.output.find_first_not_of("0123456789abcdef", git + 6), flag.output.size() - 2) << flag.output;
+  }
   EXPECT_EQ(weft_cli("version").output, flag.output);
 }
 

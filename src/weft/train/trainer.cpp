@@ -641,6 +641,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       group.broadcast(plan, 0);
       planned_steps = static_cast<int64_t>(plan.item());
     }
+    if (o.time_limit - seconds_since(start) - evaluation_estimate(per_step) < per_step)
+      log << "note: --time-limit " << o.time_limit << " s leaves no time to train beside the final evaluation "
+          << "(about " << fixed(evaluation_estimate(per_step), 1) << " s): one step is taken, and the run takes longer\n";
     log << "time limit " << o.time_limit << " s: about " << per_step << " s per step and "
         << fixed(evaluation_estimate(per_step), 1) << " s for the final evaluation, planning " << planned_steps
         << " steps\n";
@@ -751,8 +754,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     // A bar on a terminal: a GPT's validation can take as long as many steps.
     std::optional<monitor::ProgressBar> eval_bar;
     const EvalProgress progress = [&](int64_t done, int64_t batches) {
-      if (!interactive) return;
-      if (!eval_bar) eval_bar.emplace(log, "evaluating", batches, 1, true, 1, "batches");
+      if (!eval_bar) return;
       eval_bar->update(done, "");
       if (done == batches) eval_bar->erase();
     };
@@ -760,6 +762,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     for (;;) {
       try {
         eval_bar.reset();
+        if (interactive)
+          eval_bar.emplace(log, "evaluating", (task->eval_samples() + eval_batch - 1) / eval_batch, 1, true, 1,
+                           "batches");
         e = task->evaluate(pipeline_forward ? static_cast<nn::Module&>(*pipeline_forward) : *model, eval_batch, loss_fn,
                            progress);
         break;
