@@ -316,6 +316,23 @@ TEST_F(TrainerTest, Fp16CheckpointsKeepTheLossScaler) {
   EXPECT_TRUE(contains(bytes_of("fp16", "metrics.jsonl"), "\"amp/loss_scale\""));
 }
 
+// The model itself in bf16: its evaluation takes the f32 images through autocast (it failed at the
+// first evaluation, "x is f32 but weight is bf16", and saved nothing), and the checkpoint is bf16.
+TEST_F(TrainerTest, MasterWeightsClassifiersEvaluateAndSaveInBf16) {
+  for (const char* model : {"mlp", "cnn"}) {
+    TrainOptions o = small(std::string("master-") + model);
+    o.model = model;
+    o.epochs = 1;
+    o.limit_train_batches = 4;
+    o.precision = amp::Precision::bf16;
+    o.master_weights = true;
+    TrainResult r = run(o);
+    EXPECT_GT(r.evaluation["test_accuracy"].get<double>(), 0.15) << model;  // chance is 0.1
+    io::SafetensorsFile saved = io::load_safetensors(o.out_dir + "/model.safetensors");
+    EXPECT_EQ(saved.tensors.front().second.dtype(), DType::bf16) << model;
+  }
+}
+
 TEST_F(TrainerTest, WritesTensorBoardEventsAndMetricsLines) {
   TrainOptions o = small("logs");
   o.epochs = 1;

@@ -50,7 +50,7 @@ void train(const train::TrainOptions& options, bool json) {
   const std::string stopped = r.hit_time_limit       ? ", stopped by --time-limit"
                               : !r.stopped_by.empty() ? ", stopped by " + r.stopped_by
                                                       : "";
-  std::cout << "trained " << r.steps - r.start_step << " steps this run (" << (r.start_step ? "resumed at step " : "")
+  std::cout << "trained " << r.steps - r.start_step << (r.steps - r.start_step == 1 ? " step" : " steps") << " this run (" << (r.start_step ? "resumed at step " : "")
             << (r.start_step ? std::to_string(r.start_step) + ", " : "") << "now at step " << r.steps << " of "
             << r.planned_steps << " planned" << stopped << "), " << r.items << " " << r.items_name << ": "
             << static_cast<int64_t>(r.items_per_s) << " " << r.items_name << "/s; wall time " << r.wall_s << " s"

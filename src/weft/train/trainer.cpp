@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "weft/amp/grad_scaler.h"
+#include "weft/autograd/autocast_mode.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/allocator.h"
 #include "weft/core/flag_value.h"
@@ -751,6 +752,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   auto evaluate = [&] {
     const Clock::time_point evaluation_start = Clock::now();
     if (local_sgd && state.step % o.sync_every != 0) average_parameters();
+    // A model held in bf16 (--master-weights) takes a classifier's f32 images through autocast, as
+    // weft eval does; autocast over f32 parameters evaluates in f32, as it always has.
+    const AutocastGuard model_dtype(o.master_weights ? low_precision : std::nullopt);
     // A bar on a terminal: a GPT's validation can take as long as many steps.
     std::optional<monitor::ProgressBar> eval_bar;
     const EvalProgress progress = [&](int64_t done, int64_t batches) {
