@@ -41,10 +41,7 @@ std::string percent(double fraction) {
 
 void train(const train::TrainOptions& options, bool json) {
   const monitor::StatusPublisher published("train", options.model, "step");
-  // Open MPI hands its ranks a pseudo-terminal whatever mpirun's own output is (a log file, a
-  // pipe), so under a launch the bar is plain lines, as in any log.
-  const train::TrainResult r =
-      train::train(options, std::cout, monitor::stdout_is_terminal() && !dist::launched_by_mpi());
+  const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
   if (dist::world().rank != 0) return;  // under mpirun, rank 0 speaks for the run
   if (!r.evaluation_line.empty()) std::cout << r.evaluation_line << "\n";
   const std::string stopped = r.hit_time_limit       ? ", stopped by --time-limit"
