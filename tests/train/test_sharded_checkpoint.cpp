@@ -194,6 +194,31 @@ TEST_F(ShardedCheckpoint, ACheckpointWrittenBeforeChecksumsStillLoads) {
   EXPECT_EQ(load_checkpoint(old, resumed.model, "gpt", optimizer_state_io(resumed.model, resumed.optimizer)).step, 1);
 }
 
+// Two ranks' shards of an 8-element tensor, written by hand: runs that overlap (yet hold 8
+// elements in all, so some element is in none), and a shard saved at another step than the index.
+TEST(ShardIndex, OverlappingRunsAndAShardOfAnotherStepAreRefused) {
+  testing::TempDir dir;
+  auto write = [&](const nlohmann::json& runs, const std::string& second_step) {
+    std::vector<std::string> checksums;
+    for (int r = 0; r < 2; ++r)
+      checksums.push_back(io::save_safetensors(io::shard_file(dir.path(), r, 2), {{"w", Tensor::ones({4})}},
+                                               {{io::kShardCheckpointId, "7"}, {"weft.step", r == 0 ? "1" : second_step}}));
+    io::write_shard_index(dir.path(), 1, "7", {}, checksums,
+                          {{"w", {{"shape", nlohmann::json::array({8})}, {"dtype", "f32"}, {"runs", runs}}}});
+  };
+  write(nlohmann::json::array({nlohmann::json::array({0, 0, 4}), nlohmann::json::array({1, 4, 4})}), "1");
+  EXPECT_EQ(io::merge_shards(dir.path()).tensors.at(0).second.to_vector<float>(), std::vector<float>(8, 1));
+
+  write(nlohmann::json::array({nlohmann::json::array({0, 0, 4}), nlohmann::json::array({1, 2, 4})}), "1");
+  std::string message = message_of<FormatError>([&] { io::merge_shards(dir.path()); });
+  EXPECT_TRUE(contains(message, "shards.json: w: two runs both hold elements 2 to 3, so others are in none")) << message;
+
+  write(nlohmann::json::array({nlohmann::json::array({0, 0, 4}), nlohmann::json::array({1, 4, 4})}), "2");
+  message = message_of<FormatError>([&] { io::merge_shards(dir.path()); });
+  EXPECT_TRUE(contains(message, "shard-00001-of-00002.safetensors was saved at step 2, " + dir.path() +
+                                    "/shards.json at step 1")) << message;
+}
+
 TEST_F(ShardedCheckpoint, ConsolidateOfATamperedCheckpointIsOneLineOfTheCli) {
   testing::flip_byte_from_end(shard_of(copy("flipped")), 1);
   testing::expect_usage_error(testing::weft_cli("ckpt consolidate " + path("flipped") + " --out " + path("f.safetensors")),

@@ -137,6 +137,9 @@ MergedShards merge_shards(const std::string& files) {
     WEFT_CHECK(it != file.metadata.end() && it->second == id, FormatError, path, " belongs to another checkpoint ",
                "than ", index_path, " (", kShardCheckpointId, " '", it == file.metadata.end() ? "" : it->second,
                "', the index says '", id, "'): shards of two saves were mixed");
+    auto saved_at = file.metadata.find("weft.step");
+    WEFT_CHECK(saved_at == file.metadata.end() || saved_at->second == std::to_string(out.step), FormatError, path,
+               " was saved at step ", saved_at->second, ", ", index_path, " at step ", out.step);
     if (!checksums.empty()) {
       auto checksum = file.metadata.find(kChecksumKey);
       const std::string found = checksum == file.metadata.end() ? "none" : checksum->second;
@@ -163,6 +166,7 @@ MergedShards merge_shards(const std::string& files) {
     auto assemble = [&](const std::string& key) {
       Tensor whole;
       int64_t covered = 0;
+      std::vector<std::pair<int64_t, int64_t>> held;  // [first, end) of every block of every run
       for (const nlohmann::json& run : runs) {
         WEFT_CHECK(run.is_array() && (run.size() == 3 || run.size() == 5), FormatError, where,
                    ": a run is [rank, first element, length] or [rank, first element, length, count, stride]");
@@ -184,8 +188,15 @@ MergedShards merge_shards(const std::string& files) {
         for (int64_t i = 0; i < count; ++i)
           whole.narrow(0, begin + i * stride, length).copy_(blocks.narrow(0, i * length, length));
         covered += count * length;
+        for (int64_t i = 0; i < count; ++i) held.emplace_back(begin + i * stride, begin + i * stride + length);
       }
       WEFT_CHECK(covered == numel, FormatError, where, ": the runs hold ", covered, " of its ", numel, " elements");
+      // As many elements as the tensor has, none twice, is every element once.
+      std::sort(held.begin(), held.end());
+      for (size_t i = 1; i < held.size(); ++i)
+        WEFT_CHECK(held[i].first >= held[i - 1].second, FormatError, where, ": two runs both hold elements ",
+                   held[i].first, " to ", std::min(held[i].second, held[i - 1].second) - 1,
+                   ", so others are in none");
       return whole.reshape(shape);
     };
     out.tensors.emplace_back(name, assemble(name));

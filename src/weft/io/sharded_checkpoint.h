@@ -51,10 +51,10 @@ void write_shard_index(const std::string& dir, int64_t step, const std::string& 
 SafetensorsHeader sharded_header(const std::string& dir);
 
 // The tensors put together from every rank's runs. Refused naming the file: missing shard files
-// (IOError); shards of another save, a shard whose checksum is not its bytes' or not the index's,
+// (IOError); shards of another save or step, a shard whose checksum is not its bytes' or not the index's,
 // an index with no tensors, a dtype that is not a dtype or not the shard's, a tensor the index
 // lists and a shard lacks or a shard holds and the index does not list, runs that leave a tensor
-// incomplete, a malformed index (FormatError).
+// incomplete or overlap, a malformed index (FormatError).
 struct MergedShards {
   std::vector<std::pair<std::string, Tensor>> tensors;  // NAME -> the whole tensor, in index order
   std::map<std::string, Tensor> companions;             // NAME.FIELD -> whole (or the 0-d value)
