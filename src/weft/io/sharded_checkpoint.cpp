@@ -70,7 +70,7 @@ std::vector<std::string> index_checksums(const nlohmann::json& index, const std:
   const nlohmann::json& checksums = index["checksums"];
   WEFT_CHECK(checksums.is_array() && std::ssize(checksums) == ranks &&
                  std::all_of(checksums.begin(), checksums.end(), [](const nlohmann::json& c) { return c.is_string(); }),
-             FormatError, index_path, ": \"checksums\" must be ", ranks, " strings, one a rank, found ",
+             FormatError, index_path, ": \"checksums\" must hold a string for each of its ", ranks, " ranks, found ",
              json_excerpt(checksums));
   return checksums.get<std::vector<std::string>>();
 }
