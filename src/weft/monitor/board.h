@@ -4,31 +4,20 @@
 // model server, so it does not sit above serve.
 //
 //   GET /           the page (monitor/board_page.h): one chart per tag, the runs overlaid
-//   GET /api/runs   read_board() of the log directory, read afresh from the files on every
-//                   request, so the page's periodic refresh shows runs still in progress
+//   GET /api/runs   RunIndex::runs_json() of the log directory (monitor/run_index.h): on every
+//                   request the directory is listed again and what its event files gained is
+//                   read, so the page's periodic refresh shows runs still in progress
 #pragma once
 #include <memory>
 #include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
+#include "weft/monitor/run_index.h"
 
 namespace httplib {
 class Server;
 }
 
 namespace weft::monitor {
-
-// A run is a directory at or under log_dir holding events.out.tfevents.* files; named by its
-// path relative to log_dir ("." for log_dir itself), sorted.
-std::vector<std::string> find_runs(const std::string& log_dir);
-
-// {"logdir": ..., "runs": [{"name": run, "tags": {tag: [[step, wall_time, value], ...]}}],
-//  "skipped": [{"file": path, "reason": the reader's error}]}. The run "." is named after log_dir's
-// own directory; a NaN or infinite value is the string "NaN", "Infinity" or "-Infinity".
-// A corrupt or truncated event file is skipped and listed, and the rest of its run and the other
-// runs are still read.
-nlohmann::json read_board(const std::string& log_dir);
 
 struct BoardOptions {
   std::string log_dir;
@@ -38,7 +27,7 @@ struct BoardOptions {
 
 class BoardServer {
  public:
-  // A missing log directory, or one without runs, is an IOError before anything is served.
+  // A missing log directory, or one without event files, is an IOError before anything is served.
   explicit BoardServer(BoardOptions options);
   ~BoardServer();
   BoardServer(const BoardServer&) = delete;
@@ -47,6 +36,7 @@ class BoardServer {
   // Binds host:port; IOError naming the address when it cannot (in use, not an address here).
   void bind();
   int port() const { return port_; }
+  // Counts the runs the page shows: those with scalars.
   std::string ready_line() const;
   // Serves until stop(), which may be called from any thread.
   void serve();
@@ -54,6 +44,7 @@ class BoardServer {
 
  private:
   BoardOptions options_;
+  RunIndex index_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
 };
