@@ -179,6 +179,10 @@ TEST(Board, RunsAreInNaturalOrder) {
   EXPECT_TRUE(monitor::natural_less("x9y", "x10a"));
   EXPECT_FALSE(monitor::natural_less("x10a", "x9y"));
   EXPECT_TRUE(monitor::natural_less("run", "run1"));
+  EXPECT_TRUE(monitor::natural_less("lr0.05", "lr0.1"));
+  EXPECT_TRUE(monitor::natural_less("lr0.1", "lr1e-3"));
+  EXPECT_TRUE(monitor::natural_less("a1.2.9", "a1.2.10"));
+  EXPECT_FALSE(monitor::natural_less("lr0.1", "lr0.05"));
 }
 
 // A link to itself (ELOOP), links back up to the log directory and to a run, a directory nested
@@ -270,6 +274,7 @@ TEST(Board, SparseGigabyteFilesCostNeitherTimeNorMemory) {
   EXPECT_TRUE(contains(board["skipped"][0]["reason"], "record at byte offset " + std::to_string(records)));
   EXPECT_TRUE(contains(board["skipped"][0]["reason"], "the records before it are plotted"));
   EXPECT_TRUE(contains(board["skipped"][1]["reason"], "record at byte offset 0 has a length whose CRC-32C"));
+  EXPECT_FALSE(contains(board["skipped"][1]["reason"], "records before it")) << "there are none";
 }
 
 // What a run appends is read from where the last refresh stopped: a record already read that

@@ -38,15 +38,22 @@ bool natural_less(const std::string& a, const std::string& b) {
       ++i, ++j;
       continue;
     }
+    // A number with its decimals, if any: runs are often named by a learning rate (lr0.05, lr0.1).
     const auto number = [](const std::string& s, size_t& at) {
       while (at + 1 < s.size() && s[at] == '0' && is_digit(s[at + 1])) ++at;
       const size_t start = at;
       while (at < s.size() && is_digit(s[at])) ++at;
-      return std::string_view(s).substr(start, at - start);
+      const std::string_view whole = std::string_view(s).substr(start, at - start);
+      if (at + 1 >= s.size() || s[at] != '.' || !is_digit(s[at + 1])) return std::pair(whole, std::string_view());
+      const size_t point = ++at;
+      while (at < s.size() && is_digit(s[at])) ++at;
+      return std::pair(whole, std::string_view(s).substr(point, at - point));
     };
-    const std::string_view x = number(a, i), y = number(b, j);
+    const auto [x, x_decimals] = number(a, i);
+    const auto [y, y_decimals] = number(b, j);
     if (x.size() != y.size()) return x.size() < y.size();
     if (x != y) return x < y;
+    if (x_decimals != y_decimals) return x_decimals < y_decimals;
   }
   if (i < a.size() || j < b.size()) return i == a.size();
   return a < b;  // "run01" and "run1": any fixed order
@@ -194,7 +201,7 @@ void RunIndex::read_run(Run& run, const std::vector<FoundFile>& files, const std
       std::string reason = e.what();
       if (reason.starts_with(path + ": ")) reason.erase(0, path.size() + 2);
       state.stopped = dynamic_cast<const FormatError*>(&e) != nullptr;
-      state.note = state.stopped ? reason + "; the records before it are plotted" : reason;
+      state.note = state.stopped && state.reader.offset() > 0 ? reason + "; the records before it are plotted" : reason;
     }
     budget -= std::min(budget, state.reader.offset() - before);
     for (const int64_t first_step : read.session_starts) {

@@ -44,7 +44,7 @@ class RunIndex {
   std::string runs_json();
 
   // As of the last refresh: whether any directory holds event files, and the runs the page shows
-  // (those with scalars) in its order, natural (run2 before run10).
+  // (those with scalars) in its order, natural_less's.
   bool found_event_files() const;
   std::vector<std::string> shown_runs() const;
 
@@ -92,7 +92,8 @@ class RunIndex {
   std::map<std::string, std::string> walk_notes_;  // path below log_dir -> why it was passed over
 };
 
-// "run2" before "run10": runs of digits compare as numbers, everything else byte by byte.
+// "run2" before "run10", "lr0.05" before "lr0.1": numbers (with their decimals) compare as
+// numbers, everything else byte by byte.
 bool natural_less(const std::string& a, const std::string& b);
 
 }  // namespace weft::monitor
