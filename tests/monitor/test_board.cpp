@@ -295,6 +295,7 @@ TEST(Board, AppendedEventsArePickedUpIncrementally) {
   run.add_scalar("loss", 3.0, 2, 2.0);
   run.flush();
   const json board = json::parse(index.runs_json());
+  ASSERT_EQ(board["runs"].size(), 1u) << board.dump();
   EXPECT_EQ(board["runs"][0]["tags"]["loss"], json::parse("[[1, 1.0, 4.0], [2, 2.0, 3.0]]"));
   EXPECT_TRUE(board["skipped"].empty()) << board["skipped"].dump();
   EXPECT_TRUE(contains(board_of(dir.path())["skipped"].dump(), "CRC-32C does not match"));
@@ -351,6 +352,7 @@ TEST(Board, ASessionStartDropsPointsReadInEarlierRefreshes) {
   for (int64_t step = 4; step <= 7; ++step) resumed.add_scalar("loss", 10.0 * step, step, 2.0);
   resumed.flush();
   const json board = json::parse(index.runs_json());
+  ASSERT_EQ(board["runs"].size(), 1u) << board.dump();
   std::vector<std::pair<int64_t, float>> loss;
   for (const json& p : board["runs"][0]["tags"]["loss"]) loss.emplace_back(p[0], p[2]);
   const std::vector<std::pair<int64_t, float>> expected = {{1, 1}, {2, 2}, {3, 3}, {4, 40}, {5, 50}, {6, 60}, {7, 70}};

@@ -61,9 +61,10 @@ bool natural_less(const std::string& a, const std::string& b) {
 
 // The directories under log_dir holding event files ("." is log_dir itself), each with its files
 // in name order (the order of their creation times, as TensorBoard reads them); the entries passed
-// over go to notes, with why. Breadth first with each directory's entries sorted, so that a directory reached by two paths
-// (a symbolic link to it) is listed under the same, shortest, name on every refresh. Links are
-// followed, since runs are often linked into a log directory, but each directory is entered once.
+// over go to notes, with why. Breadth first with each directory's entries sorted, so that a
+// directory reached by two paths (a symbolic link to it) is listed under the same, shortest, name
+// on every refresh. Links are followed, since runs are often linked into a log directory, but
+// each directory is entered once.
 RunIndex::Listing RunIndex::walk(const std::string& log_dir, std::map<std::string, std::string>& notes) {
   Listing runs;
   struct stat top;
@@ -183,10 +184,9 @@ void RunIndex::read_run(Run& run, const std::vector<FoundFile>& files, const std
   const std::string dir = name == "." ? log_dir_ : log_dir_ + "/" + name;
   for (const FoundFile& file : files) {
     const std::string path = dir + "/" + file.name;
-    FileState& state = run.files
-                           .try_emplace(file.name, FileState{.device = file.device, .inode = file.inode, .size = file.size,
-                                                             .modified_ns = file.modified_ns, .reader = io::EventFileReader(path)})
-                           .first->second;
+    const FileState fresh{.device = file.device, .inode = file.inode, .size = file.size,
+                          .modified_ns = file.modified_ns, .reader = io::EventFileReader(path)};
+    FileState& state = run.files.try_emplace(file.name, fresh).first->second;
     if (budget == 0 || !wants_reading(state, file)) continue;
     state.size = file.size;
     state.modified_ns = file.modified_ns;
