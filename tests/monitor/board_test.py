@@ -168,7 +168,8 @@ def open_board(driver, logdir):
 
 
 def legend(driver):
-    return [e.get_attribute("data-run") for e in driver.find_elements(By.CSS_SELECTOR, "#legend > span")]
+    # One script, so that a refresh redrawing the legend cannot come between finding and reading.
+    return driver.execute_script("return [...document.querySelectorAll('#legend > span')].map(e => e.dataset.run);")
 
 
 with tempfile.TemporaryDirectory() as tmp:

@@ -32,7 +32,7 @@ void add_board_command(CLI::App& app, std::function<void()>& run) {
   auto options = std::make_shared<monitor::BoardOptions>();
   CLI::App* b = app.add_subcommand("board", "plot the scalars of the TensorBoard event files under a log directory");
   b->add_option("--logdir", options->log_dir,
-                "the directory whose runs (directories holding events.out.tfevents.* files, at any depth) are plotted")
+                "the directory whose runs (directories holding events.out.tfevents.* files, up to 16 levels down) are plotted")
       ->required()->check(not_empty());
   b->add_option("--host", options->host, "the address to listen on (default: loopback only)")->check(not_empty());
   number_flag(b, "--port", options->port, "the port (0: any free one, printed)", {.min = 0, .max = 65535});

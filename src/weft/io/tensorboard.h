@@ -74,8 +74,9 @@ struct EventFile {
 // records before it, as TensorBoard does while a run is in progress. A bad CRC is an error in both.
 enum class EventTail { kComplete, kInProgress };
 
-// Checks both CRCs of every record: a truncated or corrupt record is a FormatError naming the
-// file and the record's byte offset, a missing file an IOError.
+// Checks both CRCs of every record (one longer than kMaxDecodedRecordBytes is passed over, as by
+// EventFileReader): a truncated or corrupt record is a FormatError naming the file and the
+// record's byte offset, a missing file an IOError.
 EventFile read_event_file(const std::string& path, EventTail tail = EventTail::kComplete);
 inline std::vector<ScalarEvent> read_scalar_events(const std::string& path, EventTail tail = EventTail::kComplete) {
   return read_event_file(path, tail).scalars;
