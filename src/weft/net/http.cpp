@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -571,6 +572,10 @@ void Server::serve() {
   files.rlim_cur = std::max<rlim_t>(files.rlim_cur, std::min<rlim_t>(files.rlim_max, static_cast<rlim_t>(options_.max_connections) + 64));
   ::setrlimit(RLIMIT_NOFILE, &files);
   ::getrlimit(RLIMIT_NOFILE, &files);
+  // A request's body is megabytes that live for one request. glibc serves such blocks from mmap,
+  // but raises that threshold to the largest block freed, after which they come from its heaps
+  // and stay resident once freed; a fixed threshold gives them back to the system.
+  ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
   auto loop = std::make_unique<Loop>();
   Loop& L = *loop;
   L.max_connections = static_cast<int>(std::max<rlim_t>(1, std::min<rlim_t>(static_cast<rlim_t>(options_.max_connections),
@@ -746,12 +751,14 @@ void Server::serve() {
     }
   };
 
-  const auto accept_all = [&] {
-    for (;;) {
+  // At most 64 a turn, so that a flood of connections cannot keep the loop from reading the
+  // requests of those it has already taken (and then close them as the longest waiting).
+  const auto accept_some = [&] {
+    for (int taken = 0; taken < 64; ++taken) {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN; or out of descriptors, and then the oldest waiting connection goes below
+        return;  // EAGAIN (or out of descriptors, which the connection bound keeps from happening)
       }
       if (static_cast<int>(L.connections.size()) >= L.max_connections) {
         ConnectionPtr oldest;
@@ -816,7 +823,7 @@ void Server::serve() {
       const int fd = events[static_cast<size_t>(i)].data.fd;
       const uint32_t what = events[static_cast<size_t>(i)].events;
       if (fd == listen_fd_) {
-        accept_all();
+        accept_some();
       } else if (fd == L.wake_fd) {
         uint64_t count;
         [[maybe_unused]] const ssize_t r = ::read(L.wake_fd, &count, sizeof count);
