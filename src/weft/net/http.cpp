@@ -484,6 +484,7 @@ struct Server::Loop {
     ConnectionPtr connection;
     Request request;
     bool keep_alive;
+    Clock::time_point arrived;
   };
   int epoll_fd = -1, wake_fd = -1;
   std::unordered_map<int, ConnectionPtr> connections;
@@ -652,7 +653,7 @@ void Server::serve() {
           r.stream(writer);
           queue(job.connection, chunked ? "0\r\n\r\n" : "", true);
         }
-        answered(job.request, r.status, job.connection->arrived);
+        answered(job.request, r.status, job.arrived);
       }
     });
 
@@ -728,7 +729,7 @@ void Server::serve() {
     }
     {
       std::lock_guard<std::mutex> lock(L.jobs_mutex);
-      L.jobs.push_back({c, std::move(request), c->keep_alive});
+      L.jobs.push_back({c, std::move(request), c->keep_alive, c->arrived});
     }
     L.jobs_changed.notify_one();
   };
