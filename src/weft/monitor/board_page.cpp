@@ -267,7 +267,7 @@ function draw() {
   const empty = document.getElementById("empty");
   empty.hidden = board.runs.length > 0;
   empty.textContent = `No scalars under ${board.logdir} yet: a run appears here once weft train has logged its ` +
-                      "first step (the page reads the files again every 5 seconds).";
+                      "first step (the page looks again every 5 seconds).";
   // As in TensorBoard, the charts are grouped by their tag's first component: train/, test/, memory/.
   const shown = board.runs.filter(r => !hiddenRuns.has(r.name));
   const tags = [...new Set(shown.flatMap(r => Object.keys(r.tags)))].sort();
