@@ -308,7 +308,7 @@ TEST(Board, EachRefreshReadsABoundedNumberOfBytes) {
     io::EventWriter run(dir.file("run"));
     for (int step = 1; step <= 50; ++step) run.add_scalar("loss", step, step, step);
   }
-  monitor::RunIndex index(dir.path(), {.bytes_per_refresh = 400, .points_per_tag = 1000});
+  monitor::RunIndex index(dir.path(), {.bytes_per_refresh = 400, .points_per_tag = 1000, .tags_per_run = 1000});
   std::vector<size_t> counts;
   json points;
   do {
@@ -325,7 +325,7 @@ TEST(Board, EachRefreshReadsABoundedNumberOfBytes) {
 TEST(Board, ATagKeepsABoundedSampleEndingAtTheLatestStep) {
   TempDir dir;
   io::EventWriter run(dir.file("run"));
-  monitor::RunIndex index(dir.path(), {.bytes_per_refresh = 64 << 20, .points_per_tag = 10});
+  monitor::RunIndex index(dir.path(), {.bytes_per_refresh = 64 << 20, .points_per_tag = 10, .tags_per_run = 1000});
   for (int step = 1; step <= 1000; ++step) {
     run.add_scalar("loss", step, step, step);
     if (step % 100 == 0) {
@@ -336,6 +336,23 @@ TEST(Board, ATagKeepsABoundedSampleEndingAtTheLatestStep) {
       for (size_t i = 1; i < points.size(); ++i) EXPECT_LT(points[i - 1][0], points[i][0]);
     }
   }
+}
+
+// Tags past tags_per_run are not kept (each would be a chart), and the run says so.
+TEST(Board, ARunKeepsABoundedNumberOfTags) {
+  TempDir dir;
+  {
+    io::EventWriter run(dir.file("run"));
+    for (const char* tag : {"a", "b", "c", "d"}) run.add_scalar(tag, 1.0, 1, 1.0);
+    run.add_scalar("a", 2.0, 2, 2.0);
+  }
+  const json board = json::parse(
+      monitor::RunIndex(dir.path(), {.bytes_per_refresh = 64 << 20, .points_per_tag = 1000, .tags_per_run = 2}).runs_json());
+  ASSERT_EQ(board["runs"].size(), 1u);
+  EXPECT_EQ(board["runs"][0]["tags"], json::parse(R"({"a": [[1, 1.0, 1.0], [2, 2.0, 2.0]], "b": [[1, 1.0, 1.0]]})"));
+  ASSERT_EQ(board["skipped"].size(), 1u);
+  EXPECT_EQ(board["skipped"][0]["file"], "run");
+  EXPECT_TRUE(contains(board["skipped"][0]["reason"], "more than 2 tags")) << board["skipped"].dump();
 }
 
 // A resumed run's session start, read in a later refresh than the points it drops, still drops them.

@@ -216,7 +216,13 @@ void RunIndex::read_run(Run& run, const std::vector<FoundFile>& files, const std
         tag = reservoir.points.empty() ? run.tags.erase(tag) : std::next(tag);
       }
     }
-    for (const io::ScalarEvent& s : read.scalars) add_point(run.tags[s.tag], {s.step, s.wall_time, s.value});
+    for (const io::ScalarEvent& s : read.scalars) {
+      if (run.tags.size() >= limits_.tags_per_run && !run.tags.contains(s.tag)) {
+        run.dropped_tags = true;
+        continue;
+      }
+      add_point(run.tags[s.tag], {s.step, s.wall_time, s.value});
+    }
   }
 }
 
@@ -249,6 +255,7 @@ nlohmann::json RunIndex::board() const {
     const Run& run = runs_.at(name);
     for (const auto& [file, state] : run.files)
       if (!state.note.empty()) notes[name == "." ? file : name + "/" + file] = state.note;
+    if (run.dropped_tags) notes[name] = str("more than ", limits_.tags_per_run, " tags; the others are not plotted");
     if (run.tags.empty()) continue;
     nlohmann::json tags = nlohmann::json::object();
     for (const auto& [tag, reservoir] : run.tags) {

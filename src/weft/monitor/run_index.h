@@ -7,7 +7,8 @@
 // - each refresh decodes at most bytes_per_refresh of event records over all files, so a huge
 //   file is caught up over several refreshes, and a corrupt record stops its file's reading there,
 //   with a note, while the records before it still plot;
-// - a tag keeps at most points_per_tag points (see Reservoir in run_index.cpp).
+// - a tag keeps at most points_per_tag points (see add_point in run_index.cpp), and a run at most
+//   tags_per_run tags; the tags past that are noted and not plotted.
 // Names in the JSON are relative to the log directory, and bytes that are not UTF-8 are replaced.
 #pragma once
 #include <cstdint>
@@ -25,6 +26,7 @@ namespace weft::monitor {
 struct RunIndexLimits {
   uint64_t bytes_per_refresh = 64 << 20;
   size_t points_per_tag = 1000;  // TensorBoard's default for scalars
+  size_t tags_per_run = 1000;    // a chart each: more than a page can show
 };
 
 class RunIndex {
@@ -70,6 +72,7 @@ class RunIndex {
   struct Run {
     std::map<std::string, FileState> files;  // by file name
     std::map<std::string, Reservoir> tags;
+    bool dropped_tags = false;  // past tags_per_run
   };
   struct FoundFile {
     std::string name;
