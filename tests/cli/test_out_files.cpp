@@ -12,6 +12,7 @@
 
 #include "temp_dir.h"
 #include "weft/io/atomic_file.h"
+#include "weft/io/dir_lock.h"
 #include "weft/io/safetensors.h"
 #include "weft/nn/models.h"
 #include "weft_cli.h"
@@ -95,6 +96,16 @@ TEST_F(OutFiles, TokenizeAndProfileRefuseWhatIsNoRegularFile) {
   EXPECT_EQ(content(shard), "one fortune\n%\nanother fortune\n");
   expect_usage_error(weft_cli("train --model mlp --epochs 1 --limit-train-batches 1 --profile " + dir_.file("to-fifo")),
                      "weft: --profile " + dir_.file("to-fifo") + ": is a symlink to a FIFO; weft writes only regular files");
+}
+
+// The run's lock file is truncated and written: a symlink planted there is not followed.
+TEST_F(OutFiles, TrainNeverWritesThroughASymlinkAtItsLockFile) {
+  fs::create_directory(dir_.file("run"));
+  std::ofstream(dir_.file("victim")) << "precious";
+  fs::create_symlink(dir_.file("victim"), dir_.file(std::string("run/") + io::DirectoryLock::kFileName));
+  expect_usage_error(weft_cli("train --model mlp --epochs 1 --limit-train-batches 1 --out " + dir_.file("run")),
+                     "weft: cannot lock " + dir_.file("run") + ": " + dir_.file(std::string("run/") + io::DirectoryLock::kFileName) + " is a symlink");
+  EXPECT_EQ(content(dir_.file("victim")), "precious");
 }
 
 TEST_F(OutFiles, TrainRefusesAnOutDirectoryOfAnotherUser) {
