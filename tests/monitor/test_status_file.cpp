@@ -144,6 +144,16 @@ TEST_F(StatusFileTest, APublisherCreatesItsDirectoryAndFilePrivate) {
   EXPECT_EQ(file.st_mode & 0777, 0600u);
 }
 
+// As weft made it before it was private: nobody else could write there, so it is made private.
+TEST_F(StatusFileTest, AnEarlierDirectoryOthersCouldOnlyReadIsMadePrivate) {
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);  // 0755
+  EXPECT_TRUE(monitor::why_not_private(dir_.string()).has_value());
+  const monitor::StatusPublisher publisher("train", "mlp", "step");
+  EXPECT_FALSE(publisher.path().empty());
+  EXPECT_EQ(fs::status(dir_).permissions(), fs::perms::owner_all);
+}
+
 TEST_F(StatusFileTest, ADirectoryOthersCanWriteIsNeitherWrittenNorRead) {
   fs::permissions(dir_, fs::perms::all);  // 0777
   {

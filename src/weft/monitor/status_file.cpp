@@ -41,7 +41,9 @@ std::atomic<int64_t> reported_progress{0};
 
 // Opens `directory` if it is private (see status_file.h), checking the descriptor itself so that
 // nothing can be swapped in between; -1 when it does not exist, IOError saying why it is refused.
-int open_private_directory(const std::string& directory) {
+// With `repair`, a directory of this user's that others can read but not write (0755, as weft made
+// it before it was private) is made 0700: nobody else can have put anything in it.
+int open_private_directory(const std::string& directory, bool repair) {
   const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) return -1;
   if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
@@ -51,7 +53,7 @@ int open_private_directory(const std::string& directory) {
   std::string why;
   if (::fstat(fd, &info) != 0) why = std::strerror(errno);
   else if (info.st_uid != ::geteuid()) why = str("belongs to uid ", info.st_uid, ", not to this user (uid ", ::geteuid(), ")");
-  else if ((info.st_mode & 077) != 0)
+  else if ((info.st_mode & 077) != 0 && !(repair && (info.st_mode & 022) == 0 && ::fchmod(fd, 0700) == 0))
     why = str("has mode ", std::oct, info.st_mode & 0777, std::dec, "; it must be 700 (no access for group or others)");
   if (why.empty()) return fd;
   ::close(fd);
@@ -137,7 +139,7 @@ std::string status_directory() {
 
 std::optional<std::string> why_not_private(const std::string& directory) {
   try {
-    const int fd = open_private_directory(directory);
+    const int fd = open_private_directory(directory, /*repair=*/false);
     if (fd < 0) return str(directory, ": does not exist");
     ::close(fd);
     return std::nullopt;
@@ -186,7 +188,7 @@ std::vector<ProcessStatus> read_statuses(const std::string& directory, std::vect
   };
   int fd = -1;
   try {
-    fd = open_private_directory(directory);
+    fd = open_private_directory(directory, /*repair=*/false);
   } catch (const IOError& e) {
     skip(str("not reading ", e.what()));
     return live;
@@ -239,7 +241,7 @@ StatusPublisher::StatusPublisher(std::string command, std::string model, std::st
     fs::create_directories(fs::path(directory).parent_path(), ec);
     if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST)
       throw IOError(str("cannot create ", directory, ": ", std::strerror(errno)));
-    fd = open_private_directory(directory);
+    fd = open_private_directory(directory, /*repair=*/true);
   } catch (const IOError& e) {
     std::cerr << "warning: weft smi will not list this process: " << e.what() << "\n";
     return;

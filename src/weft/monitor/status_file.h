@@ -5,8 +5,9 @@
 //
 // The directory is $WEFT_SMI_DIR, else $XDG_RUNTIME_DIR/weft-smi, else /tmp/weft-smi-<euid>. It
 // is private: created with mode 0700, and used only if it is a real directory (not a symlink)
-// owned by this process's effective user with no group or other access. Otherwise the process
-// runs unpublished, after one warning, and `weft smi` reads nothing from it. Each write goes to a
+// owned by this process's effective user with no group or other access (a publisher makes one
+// that others could read but not write 0700). Otherwise the process runs unpublished, after one
+// warning, and `weft smi` reads nothing from it. Each write goes to a
 // temporary file in that directory, created with O_EXCL | O_NOFOLLOW and mode 0600 (what was left
 // at its name is removed first), that is renamed over the target, so a reader sees a whole old or
 // a whole new file, never a torn one.
