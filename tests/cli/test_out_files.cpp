@@ -94,6 +94,8 @@ TEST_F(OutFiles, TokenizeAndProfileRefuseWhatIsNoRegularFile) {
   expect_refused("tokenize encode " + shard + " --tokenizer byte --out " + dir_.file("shards"), shard,
                  "is a file this command reads; write to another path");
   EXPECT_EQ(content(shard), "one fortune\n%\nanother fortune\n");
+  expect_refused("train --model mlp --epochs 1 --limit-train-batches 1 --out " + dir_.file("to-fifo"), dir_.file("to-fifo"),
+                 "is a FIFO, not a directory");
   expect_usage_error(weft_cli("train --model mlp --epochs 1 --limit-train-batches 1 --profile " + dir_.file("to-fifo")),
                      "weft: --profile " + dir_.file("to-fifo") + ": is a symlink to a FIFO; weft writes only regular files");
 }

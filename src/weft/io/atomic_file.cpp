@@ -76,7 +76,7 @@ void refuse_unless_replaceable(const std::string& path) {
 std::optional<std::string> why_not_writable_directory(const std::string& dir) {
   struct stat info;
   if (::stat(dir.c_str(), &info) != 0) return std::nullopt;  // nothing to protect: creating in it fails and says why
-  if (!S_ISDIR(info.st_mode)) return str(dir, " is ", file_kind(info.st_mode), ", not a directory");
+  if (!S_ISDIR(info.st_mode)) return str("is ", file_kind(info.st_mode), ", not a directory");
   if (info.st_uid != ::geteuid() && info.st_uid != 0)
     return str("the directory ", dir, " belongs to another user (uid ", info.st_uid,
                "), who could replace what is written there; write into a directory of your own");

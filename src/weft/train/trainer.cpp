@@ -404,9 +404,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     created_out.emplace(o.out_dir);
     std::error_code error;
     std::filesystem::create_directories(o.out_dir, error);
-    if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
     if (const std::optional<std::string> why = io::why_not_writable_directory(o.out_dir))
       throw ValueError(str("--out ", o.out_dir, ": ", *why));
+    if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
     out_lock.emplace(o.out_dir, str("weft train --model ", o.model));
     // Another run's files are never replaced unasked: its checkpoint, metrics and events.
     if (!same_directory(o.resume_dir, o.out_dir)) {
