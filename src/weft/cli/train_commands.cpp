@@ -69,7 +69,7 @@ void train(const train::TrainOptions& options, bool json) {
         sharded ? shell_quote(io::consolidated_file(options.out_dir)) : out;
     std::cout << "checkpoint: " << out << (sharded ? ", one shard per rank" : "")
               << "; metrics.jsonl and TensorBoard events beside it\n";
-    if (sharded) std::cout << "  merge:     " << weft << " ckpt consolidate " << out << " --out " << model << "\n";
+    if (sharded) std::cout << "  merge:     " << io::consolidate_command(options.out_dir) << "\n";
     if (options.is_image_task())
       std::cout << "  evaluate:  " << weft << " eval --checkpoint " << model << "\n";
     else
