@@ -234,18 +234,19 @@ StatusPublisher::StatusPublisher(std::string command, std::string model, std::st
   reported_progress = 0;
   const std::string directory = status_directory();
   int fd = -1;
-  // Publishing is a courtesy to `weft smi`: a directory that cannot be made, or is not private,
-  // leaves the command running unseen rather than failing it.
+  // Publishing is a courtesy to `weft smi`: a directory that cannot be made leaves the command
+  // running unseen rather than failing it, as does one that is not private, after a warning
+  // (someone may have made it to catch the writes).
+  std::error_code ec;
+  fs::create_directories(fs::path(directory).parent_path(), ec);
+  if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) return;
   try {
-    std::error_code ec;
-    fs::create_directories(fs::path(directory).parent_path(), ec);
-    if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST)
-      throw IOError(str("cannot create ", directory, ": ", std::strerror(errno)));
     fd = open_private_directory(directory, /*repair=*/true);
   } catch (const IOError& e) {
     std::cerr << "warning: weft smi will not list this process: " << e.what() << "\n";
     return;
   }
+  if (fd < 0) return;  // removed since it was made
   path_ = directory + "/" + std::to_string(status_.pid) + ".json";
   {
     const std::lock_guard<std::mutex> lock(published_mutex);
