@@ -1,8 +1,5 @@
 #include "weft/monitor/board.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -87,50 +84,54 @@ nlohmann::json read_board(const std::string& log_dir) {
   return board;
 }
 
-BoardServer::BoardServer(BoardOptions options) : options_(std::move(options)) {
+BoardServer::BoardServer(BoardOptions options, std::vector<std::string> allowed_hosts)
+    : options_(std::move(options)) {
   WEFT_CHECK(!find_runs(options_.log_dir).empty(), IOError, "--logdir ", options_.log_dir,
              ": no runs (a run is a directory holding events.out.tfevents.* files, as weft train --out writes)");
-  http_ = std::make_unique<httplib::Server>();
-  // As in weft serve (serve/server.cpp): TCP_NODELAY, so an answer sent as headers then body does
-  // not wait 40 ms for a delayed ACK; SO_REUSEADDR rather than httplib's SO_REUSEPORT, so that a
-  // second board on a busy port fails instead of sharing it.
-  http_->set_tcp_nodelay(true);
-  http_->set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(board_page(), "text/html; charset=utf-8");
-  });
-  http_->Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
+  net::ServerOptions http;
+  http.host = options_.host;
+  http.port = options_.port;
+  http.workers = 4;
+  http.allowed_hosts = std::move(allowed_hosts);
+  http.error = [](int status, const std::string& message) {
+    net::Response r;
+    r.status = status;
+    r.body = nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return r;
+  };
+  http_ = std::make_unique<net::Server>(std::move(http));
+  http_->get("/", [](const net::Request&) {
+    net::Response page;
+    page.content_type = "text/html; charset=utf-8";
+    page.body = board_page();
+    return page;
+  }, /*quick=*/true);
+  http_->get("/api/runs", [this](const net::Request&) {
+    net::Response r;
+    r.headers.emplace_back("Cache-Control", "no-store");
     try {
-      res.set_content(read_board(options_.log_dir).dump(), "application/json");
+      r.body = read_board(options_.log_dir).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const Error& e) {
       // The log directory vanished or became unreadable while serving: the page says so.
-      res.status = 500;
-      res.set_content(nlohmann::json{{"error", e.what()}}.dump(), "application/json");
+      r.status = 500;
+      r.body = nlohmann::json{{"error", e.what()}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    res.set_header("Cache-Control", "no-store");
+    return r;
   });
 }
 
 BoardServer::~BoardServer() { stop(); }
 
-void BoardServer::bind() {
-  const bool bound = options_.port == 0 ? (port_ = http_->bind_to_any_port(options_.host)) > 0
-                                        : http_->bind_to_port(options_.host, options_.port);
-  WEFT_CHECK(bound, IOError, "cannot listen on ", options_.host, ":", options_.port,
-             ": the port is in use, or the address is not one of this machine's");
-  if (options_.port != 0) port_ = options_.port;
-}
+void BoardServer::bind() { http_->bind(); }
+int BoardServer::port() const { return http_->port(); }
 
 std::string BoardServer::ready_line() const {
   const size_t runs = find_runs(options_.log_dir).size();
   return str("weft board: ", runs, runs == 1 ? " run" : " runs", " under ", options_.log_dir, " on http://",
-             options_.host, ":", port_, "/");
+             options_.host, ":", port(), "/");
 }
 
-void BoardServer::serve() { http_->listen_after_bind(); }
+void BoardServer::serve() { http_->serve(); }
 
 void BoardServer::stop() {
   if (http_) http_->stop();

@@ -1,6 +1,6 @@
 // `weft board`: TensorBoard's scalar dashboard for the event files weft writes (io/tensorboard.h),
 // since TensorBoard itself is not packaged for Debian. It lives in monitor, beside the other
-// instruments that observe training; it needs the io layer's reader and cpp-httplib, not serve's
+// instruments that observe training; it needs the io layer's reader and net's HTTP server, not serve's
 // model server, so it does not sit above serve.
 //
 //   GET /           the page (monitor/board_page.h): one chart per tag, the runs overlaid
@@ -13,9 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-namespace httplib {
-class Server;
-}
+#include "weft/net/http.h"
+
 
 namespace weft::monitor {
 
@@ -39,14 +38,15 @@ struct BoardOptions {
 class BoardServer {
  public:
   // A missing log directory, or one without runs, is an IOError before anything is served.
-  explicit BoardServer(BoardOptions options);
+  // allowed_hosts: Host names browsers may use besides the bound address (a proxy's).
+  explicit BoardServer(BoardOptions options, std::vector<std::string> allowed_hosts = {});
   ~BoardServer();
   BoardServer(const BoardServer&) = delete;
   BoardServer& operator=(const BoardServer&) = delete;
 
   // Binds host:port; IOError naming the address when it cannot (in use, not an address here).
   void bind();
-  int port() const { return port_; }
+  int port() const;
   std::string ready_line() const;
   // Serves until stop(), which may be called from any thread.
   void serve();
@@ -54,8 +54,7 @@ class BoardServer {
 
  private:
   BoardOptions options_;
-  std::unique_ptr<httplib::Server> http_;
-  int port_ = 0;
+  std::unique_ptr<net::Server> http_;
 };
 
 }  // namespace weft::monitor
