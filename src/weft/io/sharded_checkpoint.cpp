@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "weft/core/program.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/input_file.h"
 #include "weft/io/json.h"
@@ -88,6 +89,13 @@ std::string consolidated_file(const std::string& dir) {
   fs::path path = fs::path(dir).lexically_normal();
   if (!path.has_filename()) path = path.parent_path();
   return path.string() + ".safetensors";
+}
+
+std::string consolidate_command(const std::string& dir) {
+  const std::string merged = consolidated_file(dir);
+  std::error_code error;
+  return str(shell_quote(program_name()), " ckpt consolidate ", shell_quote(dir), " --out ", shell_quote(merged),
+             fs::exists(merged, error) ? " --overwrite" : "");
 }
 
 bool is_sharded_checkpoint(const std::string& dir) {

@@ -40,6 +40,9 @@ bool is_sharded_checkpoint(const std::string& dir);  // whether DIR/shards.json 
 // Where weft suggests merging DIR's shards: DIR.safetensors, beside the directory ("runs/z/" ->
 // "runs/z.safetensors").
 std::string consolidated_file(const std::string& dir);
+// The command that merges DIR's shards into consolidated_file(DIR), as weft prints it to be
+// pasted; with --overwrite when that file exists, as it then holds an earlier checkpoint's merge.
+std::string consolidate_command(const std::string& dir);
 // Writes DIR/shards.json (atomically). `tensors` as the index holds them; `checksums` the one
 // save_safetensors returned for each rank's shard.
 void write_shard_index(const std::string& dir, int64_t step, const std::string& id,
