@@ -552,7 +552,7 @@ TEST_F(SafetensorsTest, IndependentReaderReadsWeftFiles) {
   if (!fs::exists(script) || std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "needs /usr/bin/python3 with torch and " << script;
 
-  save_safetensors(path("w.safetensors"),
+  const std::string checksum = save_safetensors(path("w.safetensors"),
                    {{"weight", Tensor::arange(6).view({2, 3})},
                     {"half", Tensor::from_vector({1.5, -2, 4}, {3}, DType::bf16)},
                     {"mask", Tensor::from_vector({1, 0, 1}, {3}, DType::boolean)},
@@ -577,7 +577,8 @@ TEST_F(SafetensorsTest, IndependentReaderReadsWeftFiles) {
             "mask bool [3] 2\n"
             "q int8 [3] 2\n"
             "pixels uint8 [2] 256\n"
-            "metadata format=pt\n");
+            "metadata format=pt\n"
+            "metadata weft.checksum=" + checksum + "\n");
 
   // And it refuses what weft refuses.
   std::string gap = write_with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(8, '\0'));
