@@ -552,17 +552,18 @@ TEST_F(SafetensorsTest, IndependentReaderReadsWeftFiles) {
   if (!fs::exists(script) || std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "needs /usr/bin/python3 with torch and " << script;
 
-  const std::string checksum = save_safetensors(path("w.safetensors"),
-                   {{"weight", Tensor::arange(6).view({2, 3})},
-                    {"half", Tensor::from_vector({1.5, -2, 4}, {3}, DType::bf16)},
-                    {"mask", Tensor::from_vector({1, 0, 1}, {3}, DType::boolean)},
-                    {"ids", Tensor::from_vector({-5, 7}, {2}, DType::i64)},
-                    {"none", Tensor::empty({0, 3}, DType::f16)},
-                    {"scale", Tensor::scalar(2.25, DType::f64)},
-                    {"q", Tensor::from_vector({-128, 127, 3}, {3}, DType::i8)},
-                    {"pixels", Tensor::from_vector({255, 1}, {2}, DType::u8)},
-                    {"counts", Tensor::arange(4, DType::i32).view({2, 2}).t()}},
-                   {{"format", "pt"}});
+  const std::string checksum = save_safetensors(
+      path("w.safetensors"),
+      {{"weight", Tensor::arange(6).view({2, 3})},
+       {"half", Tensor::from_vector({1.5, -2, 4}, {3}, DType::bf16)},
+       {"mask", Tensor::from_vector({1, 0, 1}, {3}, DType::boolean)},
+       {"ids", Tensor::from_vector({-5, 7}, {2}, DType::i64)},
+       {"none", Tensor::empty({0, 3}, DType::f16)},
+       {"scale", Tensor::scalar(2.25, DType::f64)},
+       {"q", Tensor::from_vector({-128, 127, 3}, {3}, DType::i8)},
+       {"pixels", Tensor::from_vector({255, 1}, {2}, DType::u8)},
+       {"counts", Tensor::arange(4, DType::i32).view({2, 2}).t()}},
+      {{"format", "pt"}});
   const std::string output = path("reference.txt");
   std::string command = str("/usr/bin/python3 ", script.string(), " ", path("w.safetensors"), " > ", output, " 2>&1");
   ASSERT_EQ(std::system(command.c_str()), 0) << read_file(output);
