@@ -163,7 +163,10 @@ MergedShards merge_shards(const std::string& files) {
     }
     shards.emplace_back(file.tensors.begin(), file.tensors.end());
   }
-  for (const auto& [name, entry] : tensors.items()) {
+  for (const auto& item : tensors.items()) {
+    // Named, not a structured binding: clang cannot capture those in the lambda below.
+    const std::string& name = item.key();
+    const nlohmann::json& entry = item.value();
     const std::string where = str(index_path, ": ", name);
     const Shape shape = entry_shape(entry, where);
     const DType dtype = entry_dtype(entry, where);

@@ -414,7 +414,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
       std::string what;
       for (const auto& [file, kind] : {std::pair{"latest", "a checkpoint"}, {"model.safetensors", "a checkpoint"},
                                        {"metrics.jsonl", "metrics.jsonl"}, {"events.out.tfevents.", "TensorBoard events"}})
-        if (std::any_of(found.begin(), found.end(), [&](const std::string& f) { return f.starts_with(file); }) &&
+        if (std::any_of(found.begin(), found.end(), [prefix = file](const std::string& f) { return f.starts_with(prefix); }) &&
             what.find(kind) == std::string::npos)
           what += str(what.empty() ? "" : ", ", kind);
       // Only a checkpoint can be continued; the logs of a run that saved none can only be replaced.
