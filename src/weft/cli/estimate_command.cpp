@@ -2,6 +2,7 @@
 // (memory/devices.h), and --calibrate, which measures the rates they assume on this machine
 // (memory/calibrate.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "weft/memory/calibrate.h"
 #include "weft/memory/devices.h"
 #include "weft/memory/estimate.h"
+#include "weft/train/options.h"
 
 namespace weft::cli {
 
@@ -91,8 +93,12 @@ RunEstimate estimate_run(const RunFlags& f, const std::string& command) {
     WEFT_CHECK(f.params && f.tokens, ValueError, command, ": give --params and --tokens, or --flops");
     e.flops = memory::training_flops(*f.params, *f.tokens);
   }
+  WEFT_CHECK(std::isfinite(e.flops), ValueError, command, ": 6 x --params x --tokens is beyond a double's range "
+             "(1.8e+308 FLOPs); no training is that long");
   e.peak = memory::peak_flops(e.device, f.precision);
   e.seconds = memory::training_seconds(e.flops, e.peak, f.count, f.mfu);
+  WEFT_CHECK(std::isfinite(e.seconds), ValueError, command, ": ", sci(e.flops), " FLOPs at ", f.count, " x ",
+             sci(e.peak), " FLOP/s x MFU ", f.mfu, " take more seconds than a double holds (1.8e+308); raise --mfu");
   return e;
 }
 
@@ -120,6 +126,16 @@ void estimate_time(const EstimateFlags& f) {
   else print_run(f.run, e);
 }
 
+// The spot run's cost beside the on-demand one's, in words that stay true at both ends: a cost
+// below 1% of on demand is no "100% less", and one above it is more, not a negative saving.
+std::string against_on_demand(double spot_usd, double on_demand_usd) {
+  const double share = spot_usd / on_demand_usd;
+  if (share < 0.01) return str(sci(100 * share), "% of the on-demand cost");
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.0f%% %s than on demand", 100 * std::abs(1 - share), share <= 1 ? "less" : "more");
+  return buffer;
+}
+
 void estimate_cost(const EstimateFlags& f) {
   const RunEstimate e = estimate_run(f.run, "estimate cost");
   const double on_demand = f.usd_per_hour.value_or(e.device.usd_per_hour);
@@ -127,6 +143,9 @@ void estimate_cost(const EstimateFlags& f) {
   WEFT_CHECK(on_demand > 0 && spot > 0, ValueError, "estimate cost: the table has no price for ", e.device.name,
              "; give --usd-per-hour and --spot-usd-per-hour");
   const double device_hours = e.seconds / 3600 * static_cast<double>(f.run.count);
+  WEFT_CHECK(std::isfinite(device_hours * std::max(on_demand, spot)), ValueError, "estimate cost: ", sci(device_hours),
+             " device-hours at $", sci(std::max(on_demand, spot)), "/hour cost more dollars than a double holds "
+             "(1.8e+308)");
   const memory::SpotRun s = memory::spot_run(e.seconds, f.checkpoint_every_min * 60, f.checkpoint_write_s,
                                              f.interruptions_per_hour, f.restart_min * 60);
   const double spot_hours = s.wall_s / 3600 * static_cast<double>(f.run.count);
@@ -163,9 +182,9 @@ void estimate_cost(const EstimateFlags& f) {
   }
   std::printf("  checkpoints %.4g hours, %.4g interruptions losing %.4g hours (half an interval + restart each)\n",
               s.checkpoint_s / 3600, s.interruptions, s.lost_s / 3600);
-  std::printf("  wall %.4g hours = %.4g days: %.4g device-hours x $%.2f = $%.4g (%.0f%% less than on demand)\n",
-              s.wall_s / 3600, s.wall_s / 86400, spot_hours, spot, spot_hours * spot,
-              100 * (1 - spot_hours * spot / (device_hours * on_demand)));
+  std::printf("  wall %.4g hours = %.4g days: %.4g device-hours x $%.2f = $%.4g (%s)\n", s.wall_s / 3600,
+              s.wall_s / 86400, spot_hours, spot, spot_hours * spot,
+              against_on_demand(spot_hours * spot, device_hours * on_demand).c_str());
   if (s.best_interval_s > 0)
     std::printf("  the interval that loses least, sqrt(2 x write x time between interruptions): %.3g min\n",
                 s.best_interval_s / 60);
@@ -300,7 +319,8 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
   number_flag(c, "--batch-size", f->mlp_batch, "--calibrate: the MLP's batch", {.min = 1});
   number_flag(c, "--steps", f->steps, "--calibrate: the MLP's steps to estimate", {.min = 1});
   number_flag(c, "--gemm-size", f->gemm_size, "--calibrate: the square GEMM's side", {.min = 1, .max = 8192});
-  number_flag(c, "--threads", f->threads, "--calibrate: threads (0: weft's default, as weft train)", {.min = 0});
+  number_flag(c, "--threads", f->threads, "--calibrate: threads (0: weft's default, as weft train)",
+              {.min = 0, .max = train::kMaxThreads});
   number_flag(c, "--seconds", f->seconds, "--calibrate: time each measurement about this long", {.min = 0, .max = 60});
   c->add_flag("--json", f->json, "print one JSON object on the last line");
 
