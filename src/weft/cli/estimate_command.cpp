@@ -26,6 +26,8 @@ namespace {
 
 constexpr Accepts<double> kPositive{.min = 0, .min_open = true};
 constexpr Accepts<double> kNonNegative{.min = 0};
+// Dollars per device-hour: the table's dearest is $12.29 (an H100 of a p5.48xlarge); a million is no price.
+constexpr Accepts<double> kPrice{.min = 0, .max = 1e6, .min_open = true};
 
 struct RunFlags {
   std::optional<double> params, tokens, flops;
@@ -334,9 +336,10 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
       "interval of work plus the restart, and writing a checkpoint stalls training; the wall time W solves\n"
       "W = compute + checkpoints + rate x W x (interval / 2 + restart).");
   add_run_flags(cost, f->run, true);
-  number_flag(cost, "--usd-per-hour", f->usd_per_hour, "on-demand price per device-hour (default: the table's)", kPositive);
+  number_flag(cost, "--usd-per-hour", f->usd_per_hour, "on-demand price per device-hour (default: the table's)",
+              kPrice);
   number_flag(cost, "--spot-usd-per-hour", f->spot_usd_per_hour, "spot price per device-hour (default: the table's)",
-              kPositive);
+              kPrice);
   number_flag(cost, "--checkpoint-every", f->checkpoint_every_min, "minutes between checkpoints", kPositive);
   number_flag(cost, "--checkpoint-seconds", f->checkpoint_write_s, "seconds one checkpoint stalls training", kNonNegative);
   number_flag(cost, "--interruptions-per-hour", f->interruptions_per_hour, "spot interruptions per hour", kNonNegative);
