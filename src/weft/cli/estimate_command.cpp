@@ -318,8 +318,8 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
   c->add_flag("--calibrate", f->calibrate,
               "measure weft's GEMM (square and the MLP's step) and a two-rank all-reduce here, against the CPU's "
               "peak and the ring formula, and estimate `weft train --model mlp` from them");
-  number_flag(c, "--batch-size", f->mlp_batch, "--calibrate: the MLP's batch", {.min = 1});
-  number_flag(c, "--steps", f->steps, "--calibrate: the MLP's steps to estimate", {.min = 1});
+  number_flag(c, "--batch-size", f->mlp_batch, "--calibrate: the MLP's batch", {.min = 1, .max = train::kMaxCount});
+  number_flag(c, "--steps", f->steps, "--calibrate: the MLP's steps to estimate", {.min = 1, .max = train::kMaxSteps});
   number_flag(c, "--gemm-size", f->gemm_size, "--calibrate: the square GEMM's side", {.min = 1, .max = 8192});
   number_flag(c, "--threads", f->threads, "--calibrate: threads (0: weft's default, as weft train)",
               {.min = 0, .max = train::kMaxThreads});
