@@ -183,6 +183,8 @@ TEST(EstimateCliTest, ImpossibleInputsAreOneLineAndStatus2) {
   expect_usage_error("cost --flops 1e300 --mfu 1e-22 --usd-per-hour 1e6", "cost more dollars than a double holds");
   expect_usage_error("cost --flops 1e20 --usd-per-hour 1e306", "--usd-per-hour: must be a number in (0, 1e+06], got '1e306'");
   expect_usage_error("--calibrate --threads 100000", "--threads: must be a whole number from 0 to 1024, got '100000'");
+  expect_usage_error("comm --params 1e9 --grad-bytes 1e308", "--grad-bytes: must be a number in (0, 8], got '1e308'");
+  expect_usage_error(run + "--gpus 99999999", "--gpus: must be a whole number from 1 to 1048576, got '99999999'");
   // --calibrate estimates weft train --model mlp: its batch and steps take train's bounds.
   expect_usage_error("--calibrate --batch-size 9223372036854775807",
                      "--batch-size: must be a whole number from 1 to 1073741824, got '9223372036854775807'");

@@ -62,7 +62,7 @@ void add_run_flags(CLI::App* c, RunFlags& f, bool flops_allowed) {
   c->add_option("--precision", f.precision, "whose peak: bf16 | fp16 | fp32 | int8")
       ->check(one_of({"bf16", "fp16", "fp32", "int8"}))
       ->capture_default_str();
-  number_flag(c, kGpusFlag, f.count, "devices training together", {.min = 1});
+  number_flag(c, kGpusFlag, f.count, "devices training together", {.min = 1, .max = memory::kMaxWorld});
   number_flag(c, "--mfu", f.mfu, "model FLOPs utilisation in (0, 1]: the fraction of the peak reached (0.3-0.5 is usual)",
               {.min = 0, .max = 1, .min_open = true});
 }
@@ -352,10 +352,11 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
       "(6 x params x tokens per rank / (peak x MFU)) when --params and --batch-tokens are given, and what gradient\n"
       "compression or ZeRO would change");
   number_flag(comm, "--bytes", f->bytes, "bytes all-reduced per step (default: --params x --grad-bytes)", kPositive);
-  number_flag(comm, kGpusFlag, f->world, "ranks in the ring, a device each", {.min = 1});
+  number_flag(comm, kGpusFlag, f->world, "ranks in the ring, a device each", {.min = 1, .max = memory::kMaxWorld});
   comm->add_option("--link", f->link, memory::link_names())->capture_default_str();
   parameter_count_flag(comm, "--params", f->run.params, "model parameters (1.5e9, 7B)");
-  number_flag(comm, "--grad-bytes", f->grad_bytes, "bytes per gradient (4: fp32, 2: bf16)", kPositive);
+  number_flag(comm, "--grad-bytes", f->grad_bytes, "bytes per gradient (4: fp32, 2: bf16)",
+              {.min = 0, .max = 8, .min_open = true});
   number_flag(comm, "--batch-tokens,--batch", f->batch, "tokens (or samples) per step over all ranks", kPositive);
   comm->add_option("--device", f->run.device, memory::device_names())->capture_default_str();
   comm->add_option("--precision", f->run.precision, "bf16 | fp16 | fp32 | int8")
