@@ -157,6 +157,41 @@ void checkpoint_seeds() {
   seed("checkpoint", "bad-optimizer-garbage", trainer + '\0' + "not a safetensors file");
 }
 
+// Requests as a client sends them to weft serve; the bad ones are the attacks a server must turn
+// away (each must be answered 4xx, never crash or stall it).
+std::string http_post(const std::string& path, const std::string& body, const std::string& headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n" + headers +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+void http_seeds() {
+  std::string pixels;
+  for (int i = 0; i < 784; ++i) pixels += (i ? "," : "") + std::to_string(i * 37 % 256);
+  const std::string predict = http_post("/v1/predict", "{\"inputs\": [[" + pixels + "]], \"top_k\": 2}");
+  seed("http", "valid-predict", predict);
+  seed("http", "valid-completion", http_post("/v1/completions", R"({"prompt": "ab", "max_tokens": 3, "seed": 1})"));
+  seed("http", "valid-stream", http_post("/v1/completions", R"({"prompt": "a", "max_tokens": 2, "stream": true, "model": "lm"})"));
+  seed("http", "valid-pipelined", "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n" +
+                                      std::string("GET /metrics HTTP/1.0\r\n\r\n"));
+  seed("http", "valid-chunked", "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\n16;x=y\r\nmpt\": \"a\", \"top_k\": 3}\r\n0\r\n\r\n");
+  seed("http", "bad-nested-deep", http_post("/v1/completions", "{\"prompt\": \"a\", \"seed\": " + std::string(20000, '[') +
+                                                                 std::string(20000, ']') + "}"));
+  seed("http", "bad-pixel-nested-deep", http_post("/v1/predict", "{\"inputs\": [" + std::string(20000, '[') + std::string(20000, ']') + "]}"));
+  seed("http", "bad-number-out-of-range", http_post("/v1/completions", R"({"prompt": "a", "temperature": 1e400})"));
+  seed("http", "bad-duplicate-key", http_post("/v1/completions", R"({"prompt": "a", "prompt": "b"})"));
+  seed("http", "bad-gzip", http_post("/v1/completions", "\x1f\x8b\x08", "Content-Encoding: gzip\r\n"));
+  seed("http", "bad-chunk-size-huge", "POST /v1/predict HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                                      "Transfer-Encoding: chunked\r\n\r\nfffffffffffffff\r\n");
+  seed("http", "bad-two-lengths", "POST /v1/predict HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}");
+  seed("http", "bad-length-negative", "POST /v1/predict HTTP/1.1\r\nHost: h\r\nContent-Length: -5\r\n\r\n");
+  seed("http", "bad-text-plain", http_post("/v1/predict", "{}").replace(http_post("/v1/predict", "{}").find("application/json"), 16, "text/plain"));
+  seed("http", "bad-origin", http_post("/v1/predict", "{\"inputs\": [[" + pixels + "]]}", "Origin: http://evil.example\r\n"));
+  seed("http", "bad-host", "GET /healthz HTTP/1.1\r\nHost: evil.example:8080\r\n\r\n");
+  seed("http", "bad-prompt-too-long", http_post("/v1/completions", "{\"prompt\": \"" + std::string(2000, 'a') + "\"}"));
+  seed("http", "bad-header-control", "GET /healthz HTTP/1.1\r\nHost: h\r\nX: \x1b[2J\r\n\r\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,5 +205,6 @@ int main(int argc, char** argv) {
   idx_seeds();
   token_shard_seeds();
   checkpoint_seeds();
+  http_seeds();
   return 0;
 }

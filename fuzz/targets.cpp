@@ -10,11 +10,17 @@
 #include "weft/core/error.h"
 #include "weft/data/idx.h"
 #include "weft/data/text.h"
+#include "weft/data/tokenizer.h"
+#include "weft/infer/metadata.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/safetensors.h"
+#include "weft/net/http.h"
+#include "weft/nn/models.h"
+#include "weft/core/random.h"
 #include "weft/nn/linear.h"
 #include "weft/ops/reduce.h"
 #include "weft/optim/adam.h"
+#include "weft/serve/server.h"
 #include "weft/train/checkpoint.h"
 
 namespace weft::fuzz {
@@ -105,7 +111,78 @@ const Checkpoint& checkpoint() {
   return made;
 }
 
+// weft serve with a classifier and a GPT, small and seeded, made once per process.
+serve::Server& http_server() {
+  static serve::Server* server = [] {
+    auto save = [](const std::string& file, const nn::Module& model, std::map<std::string, std::string> metadata) {
+      nn::StateDict state = model.state_dict();
+      metadata["format"] = "pt";
+      io::save_safetensors(file, {state.begin(), state.end()}, metadata);
+      return file;
+    };
+    manual_seed(3);
+    auto mlp_metadata = infer::classifier_metadata("fashion-mnist");
+    mlp_metadata["weft.model"] = "mlp";
+    const std::string mlp = save(scratch().file("mlp.safetensors"), *nn::make_mlp(), mlp_metadata);
+    nn::GPT gpt(nn::GPTConfig{.layers = 1, .heads = 2, .dim = 16, .context = 16, .vocab = 256});
+    auto gpt_metadata = infer::gpt_metadata(gpt.config, data::ByteTokenizer());
+    gpt_metadata["weft.model"] = "gpt";
+    const std::string lm = save(scratch().file("gpt.safetensors"), gpt, gpt_metadata);
+    serve::ServeOptions options;
+    options.data_dir = scratch().file("no-data");
+    options.max_body_bytes = 64 << 10;
+    options.batch.threads = 1;
+    return new serve::Server({{"", mlp}, {"lm", lm}}, options);  // kept for the process's life
+  }();
+  return *server;
+}
+
+// A stream's events gathered, as a client would read them.
+class Collected : public net::Response::Writer {
+ public:
+  bool write(std::string_view bytes) override {
+    text.append(bytes);
+    return true;
+  }
+  std::string text;
+};
+
 }  // namespace
+
+bool answer_http(std::string_view bytes) {
+  net::Limits limits;
+  limits.max_body_bytes = 64 << 10;
+  // The bytes parsed whole, and again one byte at a time: a request must read the same either way.
+  net::RequestParser whole(limits), bytewise(limits);
+  bool all_good = true;
+  for (int requests = 0; requests < 4 && !bytes.empty(); ++requests) {
+    const size_t used = whole.feed(bytes);
+    std::string kept;
+    size_t given = 0;
+    while (!bytewise.complete() && !bytewise.failed() && given < bytes.size()) {
+      kept += bytes[given++];
+      kept.erase(0, bytewise.feed(kept));
+    }
+    if (whole.complete() != bytewise.complete() || whole.failed() != bytewise.failed() ||
+        whole.error_status() != bytewise.error_status() ||
+        (whole.complete() && (used != given - kept.size() || whole.request().body != bytewise.request().body ||
+                              whole.request().headers != bytewise.request().headers)))
+      throw std::logic_error("the request parsed differently whole and byte by byte");
+    if (!whole.complete()) return false;
+    net::Response response = http_server().answer(whole.request());
+    if (response.stream) {
+      Collected events;
+      response.stream(events);
+    }
+    if (response.status >= 500 && response.status != 503)
+      throw std::logic_error("answered " + std::to_string(response.status) + ": " + response.body);
+    all_good = all_good && response.status < 400;
+    bytes.remove_prefix(used);
+    whole.reset();
+    bytewise.reset();
+  }
+  return all_good;
+}
 
 bool read_safetensors(std::string_view bytes) {
   const std::string path = scratch().file("input.safetensors");

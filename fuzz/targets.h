@@ -12,6 +12,10 @@
 //                trainer.json is the bytes up to the first NUL and, when there is a NUL, whose
 //                optimizer.safetensors is the rest
 //
+//   http         the bytes as what a client sends `weft serve` (a classifier and a GPT): up to four
+//                pipelined requests, each parsed whole and byte by byte (which must agree) and
+//                answered; accepted when every one is answered below 400, and a 500 is a bug
+//
 // The readers take paths, so each call writes the bytes into a scratch directory of its own
 // process (removed at exit) and reads them back from there.
 #pragma once
@@ -28,6 +32,7 @@ bool read_safetensors(std::string_view bytes);
 bool read_idx(std::string_view bytes);
 bool read_token_shard(std::string_view bytes);
 bool read_checkpoint(std::string_view bytes);
+bool answer_http(std::string_view bytes);
 
 // The checkpoint target's valid input: the trainer.json of the checkpoint it edits, a NUL, and
 // that checkpoint's optimizer.safetensors (for seeding the corpus).
@@ -40,7 +45,8 @@ struct Target {
 inline constexpr Target kTargets[] = {{"safetensors", read_safetensors},
                                       {"idx", read_idx},
                                       {"token_shard", read_token_shard},
-                                      {"checkpoint", read_checkpoint}};
+                                      {"checkpoint", read_checkpoint},
+                                      {"http", answer_http}};
 
 // For fuzz_<name>.cpp: libFuzzer's argument types.
 inline std::string_view as_bytes(const uint8_t* data, size_t size) {

@@ -28,8 +28,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::array<std::string_view, 17> kLayerOrder = {
-    "core", "io", "monitor", "kernels", "autograd", "ops", "nn", "optim", "amp",
+constexpr std::array<std::string_view, 18> kLayerOrder = {
+    "core", "io", "net", "monitor", "kernels", "autograd", "ops", "nn", "optim", "amp",
     "quant", "memory", "data", "infer", "dist", "train", "serve", "cli"};
 
 // The layer's position in kLayerOrder, or -1 for a folder that is not a layer.

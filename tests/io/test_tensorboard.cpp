@@ -147,7 +147,7 @@ TEST_F(TensorBoard, ASessionStartDropsTheStepsARunRestartsFromAcrossFiles) {
   resumed.flush();
 
   const weft::io::EventFile run = weft::io::read_run_events(dir);
-  EXPECT_EQ(run.session_starts, 1);
+  EXPECT_EQ(run.session_starts, std::vector<int64_t>{4});
   std::vector<std::pair<int64_t, float>> loss;
   for (const weft::io::ScalarEvent& e : run.scalars) {
     EXPECT_EQ(e.tag, "loss") << "step " << e.step << " of the killed run's other curve is dropped too";
@@ -268,6 +268,41 @@ TEST_F(TensorBoard, InProgressReadsTheRecordsBeforeAnUnfinishedLastOne) {
   EXPECT_TRUE(contains(message_of<weft::FormatError>([&] {
                          weft::io::read_event_file(path, weft::io::EventTail::kInProgress);
                        }), "CRC"));
+}
+
+// Read in pieces (a max_bytes of 1 takes one record a read), a file gives what it holds, each
+// read starting where the last stopped; a corrupt record appended later stops the reader at it.
+TEST_F(TensorBoard, EventFileReaderPicksUpWhereItStopped) {
+  weft::io::EventWriter writer(dir);
+  writer.add_scalar("loss", 1, 1);
+  writer.add_scalar("loss", 2, 2);
+  writer.flush();
+  weft::io::EventFileReader reader(writer.path());
+  weft::io::EventFile read;
+  reader.read(1, read);
+  EXPECT_EQ(read.file_version, "brain.Event:2");
+  EXPECT_EQ(reader.offset(), kVersionRecordBytes);
+  EXPECT_TRUE(read.scalars.empty());
+  reader.read(1, read);
+  ASSERT_EQ(read.scalars.size(), 1u);
+  reader.read(UINT64_MAX, read);
+  ASSERT_EQ(read.scalars.size(), 2u);
+  EXPECT_EQ(read.scalars[1].value, 2.0f);
+  const uint64_t end = std::filesystem::file_size(writer.path());
+  EXPECT_EQ(reader.offset(), end);
+  reader.read(UINT64_MAX, read);
+  EXPECT_EQ(read.scalars.size(), 2u);
+  writer.add_scalar("loss", 3, 3);
+  writer.flush();
+  {
+    std::fstream file(writer.path(), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-6, std::ios::end);
+    file.put('\xFF');
+  }
+  EXPECT_TRUE(contains(message_of<weft::FormatError>([&] { reader.read(UINT64_MAX, read); }),
+                       "record at byte offset " + std::to_string(end)));
+  EXPECT_EQ(reader.offset(), end);
+  EXPECT_EQ(read.scalars.size(), 2u);
 }
 
 TEST_F(TensorBoard, MissingFileIsIOError) {

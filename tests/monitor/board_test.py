@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """weft board in a real browser (Debian's chromium, chromium-driver, python3-selenium): for three
 training runs, one of which evaluated once, a run whose loss went to NaN and infinity, and a run
-whose event file is corrupt, every raw point the page plots is the value the event files hold (read
+whose event file's last record is corrupt, every raw point the page plots is the value the event files hold (read
 here by a decoder of their own), a one-point series shows as a marker where the axes put its value,
 ticks fall on 1, 2 or 5 x 10^k and their labels read back as their values (bytes in KiB/MiB/GiB),
 NaN and infinity are named rather than drawn, the charts are grouped by tag prefix, the legend
-hides and shows runs, a corrupt file is shown as skipped with the reader's
-reason while the other runs plot, and the smoothing slider moves the smoothed lines but not the raw
-points. A --logdir that is itself a run names it after its directory; one whose runs hold no
+hides and shows runs, a corrupt file plots the records before its bad one and is named with the
+reader's reason while the other runs plot, the smoothing slider moves the smoothed lines but not the
+raw points, and a refresh does not wipe the hover line under the mouse. A --logdir that is itself a run names it after its directory; one whose runs hold no
 scalars says so. Screenshots of the page go to the working directory (ctest's: the build directory).
 
 Usage: board_test.py WEFT"""
@@ -23,6 +23,7 @@ import tempfile
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -167,7 +168,8 @@ def open_board(driver, logdir):
 
 
 def legend(driver):
-    return [e.get_attribute("data-run") for e in driver.find_elements(By.CSS_SELECTOR, "#legend > span")]
+    # One script, so that a refresh redrawing the legend cannot come between finding and reading.
+    return driver.execute_script("return [...document.querySelectorAll('#legend > span')].map(e => e.dataset.run);")
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -206,8 +208,13 @@ with tempfile.TemporaryDirectory() as tmp:
         raw = plotted(driver, "raw")
         check(len(expected) >= 4 and len({run for _, run in expected}) == 3,
               "the event files hold several tags of three runs: %s" % sorted(expected))
-        check({k: v for k, v in raw.items() if k[1] != "diverged"} == expected,
+        check({k: v for k, v in raw.items() if k[1] not in ("diverged", "corrupt")} == expected,
               "every raw point plotted is the event files' [step, value], for every tag of the three runs")
+        first = {tag: points for (tag, run), points in expected.items() if run == "first"}
+        cut = {tag: points for (tag, run), points in raw.items() if run == "corrupt"}
+        check(all(points == first[tag][:len(points)] for tag, points in cut.items())
+              and sum(map(len, cut.values())) == sum(map(len, first.values())) - 1,
+              "the corrupt copy of the first run plots every point but its last record's")
         check(raw.get(("train/loss", "diverged")) == [[2, 2.0], [4, 1.5]], "the diverged run's finite points are drawn")
         notes = {c.get_attribute("data-tag"): c.find_element(By.CSS_SELECTOR, ".nonfinite").text
                  for c in driver.find_elements(By.CSS_SELECTOR, ".chart")
@@ -220,8 +227,11 @@ with tempfile.TemporaryDirectory() as tmp:
             "return [...document.querySelectorAll('circle.marker')].map(m => [m.closest('.chart').dataset.tag,"
             " m.dataset.run, Number(m.dataset.step), Number(m.dataset.value), Number(m.getAttribute('cx')),"
             " Number(m.getAttribute('cy'))]);")
-        check(sorted((tag, run) for tag, run, *_ in markers) == [("test/accuracy", "once"), ("test/loss", "once")],
+        # The corrupt copy's test/loss lost its second point with the bad record: one point too.
+        check(sorted((tag, run) for tag, run, *_ in markers)
+              == [("test/accuracy", "once"), ("test/loss", "corrupt"), ("test/loss", "once")],
               "each one-point series, and only those, is drawn as a marker: %s" % markers)
+        markers = [m for m in markers if m[1] != "corrupt"]
         for tag, run, step, value, cx, cy in markers:
             (point,) = expected[(tag, run)]
             (v0, _, p0), (v1, _, p1) = ticks[tag]["y"][:2]
@@ -250,8 +260,8 @@ with tempfile.TemporaryDirectory() as tmp:
                   "%s is labelled in the unit of its largest value (%d bytes): %s" % (tag, largest, labels))
 
         runs = legend(driver)
-        check(sorted(runs) == sorted({run for _, run in expected} | {"diverged"}),
-              "the legend names the four runs: %s" % runs)
+        check(sorted(runs) == sorted({run for _, run in expected} | {"diverged", "corrupt"}),
+              "the legend names the five runs: %s" % runs)
         groups = driver.execute_script(
             "return [...document.querySelectorAll('section.group')].map(g => [g.dataset.group,"
             " [...g.querySelectorAll('.chart')].map(c => c.dataset.tag)]);")
@@ -260,13 +270,14 @@ with tempfile.TemporaryDirectory() as tmp:
               and sum(len(tags) for _, tags in groups) == len({tag for tag, _ in expected}),
               "the charts are grouped by their tag's first component: %s" % groups)
         driver.find_element(By.CSS_SELECTOR, '#legend > span[data-run="first"]').click()
-        check("first" not in {run for _, run in plotted(driver, "raw")} and len(legend(driver)) == 4,
+        check("first" not in {run for _, run in plotted(driver, "raw")} and len(legend(driver)) == 5,
               "clicking a run in the legend hides its lines and keeps it in the legend")
         driver.find_element(By.CSS_SELECTOR, '#legend > span[data-run="first"]').click()
         check(plotted(driver, "raw") == raw, "clicking it again shows them")
         skipped = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#skipped li")]
         check(len(skipped) == 1 and skipped[0].startswith("skipped corrupt/events.out.tfevents.1.test.1.0: ")
-              and "CRC-32C does not match" in skipped[0], "the corrupt file is shown as skipped, with why: %s" % skipped)
+              and "CRC-32C does not match" in skipped[0] and skipped[0].endswith("the records before it are plotted"),
+              "the corrupt file is named, with why: %s" % skipped)
         controls = driver.execute_script(
             "const r = id => document.getElementById(id).getBoundingClientRect();"
             "return [r('smoothing-value').right, r('status').left];")
@@ -281,10 +292,20 @@ with tempfile.TemporaryDirectory() as tmp:
         check(smoothed_after != smoothed_before and smoothed_after != raw,
               "moving the slider changes the smoothed lines")
         check(plotted(driver, "raw") == raw, "and leaves the raw points as they were")
+        # A refresh while the mouse is over a chart keeps its hover line; leaving the chart draws.
+        page = driver.find_element(By.TAG_NAME, "body")
+        ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, ".chart svg")).perform()
+        drawn, fetched = page.get_attribute("data-refreshes"), int(page.get_attribute("data-fetches"))
+        WebDriverWait(driver, 30).until(lambda d: int(page.get_attribute("data-fetches")) > fetched)
+        hover = driver.find_element(By.CSS_SELECTOR, ".chart .hover").text
+        check(hover.count("step ") >= 1 and page.get_attribute("data-refreshes") == drawn,
+              "a refresh while hovering keeps the hover: %r" % hover)
+        ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, "h1")).perform()
+        check(page.get_attribute("data-refreshes") != drawn, "leaving the chart draws what came meanwhile")
         # The page refreshes by itself from the files: a new run appears without reloading.
         subprocess.run([weft, "train", "--threads", "1", "--model", "mlp", "--steps", "3",
                         "--out", logdir + "/third"], check=True, capture_output=True)
-        WebDriverWait(driver, 30).until(lambda d: len(legend(d)) == 5)
+        WebDriverWait(driver, 30).until(lambda d: len(legend(d)) == 6)
         check(True, "a run started after the page loaded appears on the next refresh")
         board.terminate()
         board.wait()

@@ -14,8 +14,13 @@ namespace weft::cli {
 
 namespace {
 
-void run_board(const monitor::BoardOptions& options) {
-  monitor::BoardServer board(options);
+struct BoardFlags {
+  monitor::BoardOptions options;
+  std::vector<std::string> allowed_hosts;
+};
+
+void run_board(const BoardFlags& flags) {
+  monitor::BoardServer board(flags.options, flags.allowed_hosts);
   board.bind();
   std::cout << board.ready_line() << std::endl;
   // The signal is taken on its own thread (train/stop_signals.h) and seen here.
@@ -29,14 +34,19 @@ void run_board(const monitor::BoardOptions& options) {
 }  // namespace
 
 void add_board_command(CLI::App& app, std::function<void()>& run) {
-  auto options = std::make_shared<monitor::BoardOptions>();
+  auto flags = std::make_shared<BoardFlags>();
+  monitor::BoardOptions* options = &flags->options;
   CLI::App* b = app.add_subcommand("board", "plot the scalars of the TensorBoard event files under a log directory");
   b->add_option("--logdir", options->log_dir,
-                "the directory whose runs (directories holding events.out.tfevents.* files, at any depth) are plotted")
+                "the directory whose runs (directories holding events.out.tfevents.* files, up to 16 levels down) are plotted")
       ->required()->check(not_empty());
   b->add_option("--host", options->host, "the address to listen on (default: loopback only)")->check(not_empty());
   number_flag(b, "--port", options->port, "the port (0: any free one, printed)", {.min = 0, .max = 65535});
-  b->callback([&run, options] { run = [options] { run_board(*options); }; });
+  b->add_option("--allow-host", flags->allowed_hosts,
+                "a host name browsers may reach the board by, besides its address (behind a proxy); other "
+                "names are refused, against DNS rebinding")
+      ->check(not_empty());
+  b->callback([&run, flags] { run = [flags] { run_board(*flags); }; });
 }
 
 }  // namespace weft::cli

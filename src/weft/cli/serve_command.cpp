@@ -63,8 +63,18 @@ void add_serve_command(CLI::App& app, std::function<void()>& run) {
       ->check(one_of({"fp32", "bf16"}));
   number_flag(s, "--max-body", f->options.max_body_bytes, "bytes a request body may hold; more are answered 413",
               {.min = 1});
-  number_flag(s, "--connections", f->options.connections, "connections served at once (a thread each)",
+  number_flag(s, "--connections", f->options.connections, "requests handled at once (a thread each)",
               {.min = 1, .max = 4096});
+  number_flag(s, "--max-connections", f->options.max_connections,
+              "connections open at once; one more closes the one idle longest", {.min = 1, .max = 65536});
+  s->add_option("--allow-host", f->options.allowed_hosts,
+                "a host name clients may reach the server by, besides its address (behind a proxy); "
+                "other names are refused, against DNS rebinding")
+      ->check(not_empty());
+  s->add_option("--allow-origin", f->options.allowed_origins,
+                "a web page's origin (http://host:port, or *) allowed to call the API from a browser; "
+                "other pages are refused")
+      ->check(not_empty());
   s->add_option("--data-dir", f->options.data_dir,
                 "where the playground's test images are read (default: the data set's own, as weft eval reads)")
       ->check(not_empty());

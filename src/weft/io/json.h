@@ -29,8 +29,11 @@ constexpr int kMaxJsonDepth = 64;
 std::string json_excerpt(const nlohmann::json& value);
 std::string json_excerpt(const nlohmann::ordered_json& value);
 
+// `also` sees every parse event after the checks, as nlohmann's callback does (returning false
+// leaves the value out of the tree).
 template <typename Json = nlohmann::json>
-Json parse_json(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth) {
+Json parse_json(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth,
+                const typename Json::parser_callback_t& also = nullptr) {
   // nlohmann's lexer takes a NUL byte for the end of input and would ignore what follows it;
   // JSON text cannot contain a raw NUL.
   const size_t nul = text.find('\0');
@@ -46,7 +49,7 @@ Json parse_json(std::string_view text, const std::string& where, int max_depth =
     if (event == Event::object_end) open_objects.pop_back();
     if (event == Event::key && !open_objects.back().insert(parsed.template get<std::string>()).second && !duplicate)
       duplicate = parsed.template get<std::string>();
-    return true;
+    return also ? also(depth, event, parsed) : true;
   };
   Json json;
   try {

@@ -66,10 +66,11 @@ struct Cursor {
   const std::string& path;
   const uint8_t* bytes;
   size_t pos, end;
+  uint64_t base;  // the file offset of bytes[0]
   int group_depth = 0;
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw FormatError(str(path, ": ", what, " at byte offset ", pos, "; the event file is corrupt"));
+    throw FormatError(str(path, ": ", what, " at byte offset ", base + pos, "; the event file is corrupt"));
   }
   bool done() const { return pos == end; }
   void need(uint64_t n) const {
@@ -96,7 +97,7 @@ struct Cursor {
   Cursor take(uint64_t n) {
     need(n);
     pos += n;
-    return {path, bytes, pos - n, pos, group_depth};
+    return {path, bytes, pos - n, pos, base, group_depth};
   }
   Cursor length_delimited() { return take(varint()); }
   std::pair<uint32_t, uint32_t> key() {
@@ -183,7 +184,7 @@ void decode_event(Cursor event, EventFile& out) {
   }
   if (starts_session) {
     std::erase_if(out.scalars, [step](const ScalarEvent& scalar) { return scalar.step >= step; });
-    ++out.session_starts;
+    out.session_starts.push_back(step);
   }
   for (const Cursor& summary : summaries) decode_summary(summary, step, wall_time, out.scalars);
 }
@@ -263,33 +264,67 @@ void EventWriter::flush() {
 
 namespace {
 
-void decode_file(const std::string& path, EventTail tail, EventFile& out) {
-  const std::string data = read_input(path, UINT64_MAX);  // bounded by memory
-  Cursor file{path, reinterpret_cast<const uint8_t*>(data.data()), 0, data.size()};
-  while (!file.done()) {
-    const size_t start = file.pos;
+constexpr uint64_t kRecordHeaderBytes = 12, kRecordFooterBytes = 4;
+constexpr uint64_t kReadChunkBytes = 1 << 20;
+
+// Decodes the records of `file` from `offset` on, starting none past offset + max_bytes, into
+// out, moving `offset` past each record decoded (so a corrupt one leaves it there). The file is read a chunk at a time, so
+// memory is bounded by the chunk and the longest record decoded, whatever the file's size.
+void decode_records(const InputFile& file, uint64_t& offset, uint64_t max_bytes, EventTail tail, EventFile& out) {
+  const uint64_t end = file.size();
+  const uint64_t stop = offset + std::min(max_bytes, end - std::min(offset, end));
+  std::string chunk;
+  uint64_t chunk_at = 0;
+  const auto bytes_at = [&](uint64_t at, uint64_t n) {
+    if (at < chunk_at || at + n > chunk_at + chunk.size()) {
+      chunk.resize(std::min(std::max(n, kReadChunkBytes), end - at));
+      file.read_at(chunk.data(), chunk.size(), at);
+      chunk_at = at;
+    }
+    return reinterpret_cast<const uint8_t*>(chunk.data()) + (at - chunk_at);
+  };
+  while (offset < stop) {
     const auto fail = [&](const std::string& what) {
-      throw FormatError(str(path, ": record at byte offset ", start, " ", what, "; the event file is corrupt or was cut short"));
+      throw FormatError(str(file.path(), ": record at byte offset ", offset, " ", what,
+                            "; the event file is corrupt or was cut short"));
     };
     const auto unfinished = [&] {
       if (tail != EventTail::kInProgress) return false;
-      out.unfinished_tail_bytes += file.end - start;
+      out.unfinished_tail_bytes += end - offset;
       return true;
     };
-    if (file.end - start < 12) {
+    if (end - offset < kRecordHeaderBytes) {
       if (unfinished()) return;
-      fail(str("is truncated: its 12-byte header has only ", file.end - start, " bytes"));
+      fail(str("is truncated: its 12-byte header has only ", end - offset, " bytes"));
     }
-    const uint64_t length = file.fixed<uint64_t>();
-    if (file.fixed<uint32_t>() != masked_crc32c(file.bytes + start, 8)) fail("has a length whose CRC-32C does not match");
-    if (file.end - file.pos < 4 || length > file.end - file.pos - 4) {
+    const uint8_t* header = bytes_at(offset, kRecordHeaderBytes);
+    uint64_t length;
+    uint32_t length_crc;
+    std::memcpy(&length, header, sizeof length);
+    std::memcpy(&length_crc, header + sizeof length, sizeof length_crc);
+    if (length_crc != masked_crc32c(header, sizeof length)) fail("has a length whose CRC-32C does not match");
+    const uint64_t after_header = end - offset - kRecordHeaderBytes;
+    if (after_header < kRecordFooterBytes || length > after_header - kRecordFooterBytes) {
       if (unfinished()) return;
-      fail(str("is truncated: it needs ", length + 4, " bytes after its header but only ", file.end - file.pos, " remain"));
+      fail(str("is truncated: it needs ", length + kRecordFooterBytes, " bytes after its header but only ",
+               after_header, " remain"));
     }
-    const Cursor payload = file.take(length);
-    if (file.fixed<uint32_t>() != masked_crc32c(file.bytes + payload.pos, length)) fail("has a payload whose CRC-32C does not match");
-    decode_event(payload, out);
+    const uint64_t record_bytes = kRecordHeaderBytes + length + kRecordFooterBytes;
+    if (length <= kMaxDecodedRecordBytes) {
+      const uint8_t* payload = bytes_at(offset, record_bytes) + kRecordHeaderBytes;
+      uint32_t payload_crc;
+      std::memcpy(&payload_crc, payload + length, sizeof payload_crc);
+      if (payload_crc != masked_crc32c(payload, length)) fail("has a payload whose CRC-32C does not match");
+      decode_event(Cursor{file.path(), payload, 0, length, offset + kRecordHeaderBytes}, out);
+    }
+    offset += record_bytes;
   }
+}
+
+void decode_file(const std::string& path, EventTail tail, EventFile& out) {
+  const InputFile file(path, UINT64_MAX);
+  uint64_t offset = 0;
+  decode_records(file, offset, UINT64_MAX, tail, out);
 }
 
 }  // namespace
@@ -298,6 +333,11 @@ EventFile read_event_file(const std::string& path, EventTail tail) {
   EventFile out;
   decode_file(path, tail, out);
   return out;
+}
+
+void EventFileReader::read(uint64_t max_bytes, EventFile& out) {
+  const InputFile file(path_, UINT64_MAX);
+  decode_records(file, offset_, max_bytes, EventTail::kInProgress, out);
 }
 
 EventFile read_run_events(const std::string& log_dir, EventTail tail) {

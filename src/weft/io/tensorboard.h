@@ -63,7 +63,8 @@ struct EventFile {
   // In file order; values other than simple_value are skipped, and a session start drops the
   // scalars read before it at or after its step, as TensorBoard does.
   std::vector<ScalarEvent> scalars;
-  int64_t session_starts = 0;
+  // The step of each session start read, in file order.
+  std::vector<int64_t> session_starts;
   // With EventTail::kInProgress: the bytes of an incomplete last record, left unread.
   uint64_t unfinished_tail_bytes = 0;
 };
@@ -73,12 +74,32 @@ struct EventFile {
 // records before it, as TensorBoard does while a run is in progress. A bad CRC is an error in both.
 enum class EventTail { kComplete, kInProgress };
 
-// Checks both CRCs of every record: a truncated or corrupt record is a FormatError naming the
-// file and the record's byte offset, a missing file an IOError.
+// Checks both CRCs of every record (one longer than kMaxDecodedRecordBytes is passed over, as by
+// EventFileReader): a truncated or corrupt record is a FormatError naming the file and the
+// record's byte offset, a missing file an IOError.
 EventFile read_event_file(const std::string& path, EventTail tail = EventTail::kComplete);
 inline std::vector<ScalarEvent> read_scalar_events(const std::string& path, EventTail tail = EventTail::kComplete) {
   return read_event_file(path, tail).scalars;
 }
+// An event file read a piece at a time, as a writer appends to it: each read picks up at the
+// record where the last one stopped, so a file that grows costs only its new bytes.
+class EventFileReader {
+ public:
+  explicit EventFileReader(std::string path) : path_(std::move(path)) {}
+  // Decodes into `out` the whole records from offset() on, starting no record past max_bytes
+  // beyond it; an unfinished last record waits for the next read. A record longer than
+  // kMaxDecodedRecordBytes is passed over unread: scalars are a few dozen bytes, and the board
+  // plots nothing else. A corrupt record is a FormatError as read_event_file's, thrown with the
+  // records before it in `out` and offset() left at it.
+  void read(uint64_t max_bytes, EventFile& out);
+  uint64_t offset() const { return offset_; }
+
+ private:
+  std::string path_;
+  uint64_t offset_ = 0;
+};
+inline constexpr uint64_t kMaxDecodedRecordBytes = 16 << 20;
+
 // Every events.out.tfevents.* file of a run's directory, in name order (the order of their
 // creation times, as TensorBoard reads them), with session starts applied across files.
 EventFile read_run_events(const std::string& log_dir, EventTail tail = EventTail::kComplete);

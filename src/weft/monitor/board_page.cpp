@@ -10,7 +10,9 @@ namespace weft::monitor {
 // could not draw; charts sit in section.group by data-group, their tag's first component; clicking
 // a legend entry (#legend > span, data-run) hides or shows that run's lines. body gets
 // data-ready="true" after the first drawing and data-refreshes counts the drawings; #skipped lists
-// the files the server could not read, #empty shows when no run has scalars.
+// the files the server could not read, #empty shows when no run has scalars; data-fetches counts the
+// answers from the server (a drawing waits while the mouse is over a chart, so as not to wipe its
+// hover).
 const char* board_page() {
   return R"html(<!doctype html>
 <html lang="en">
@@ -71,7 +73,10 @@ const colourOf = i => i < palette.length ? palette[i] : `hsl(${(i * 137.508) % 3
 const width = 400, height = 240, padLeft = 58, padRight = 14, padTop = 10, padBottom = 34;
 const svgNS = "http://www.w3.org/2000/svg";
 let board = null;
-let refreshes = 0;
+let refreshes = 0, fetches = 0;
+// A chart is rebuilt on each drawing, which would take its hover line away under the mouse: while
+// the mouse is over one, new data waits, and is drawn when it leaves.
+let hovering = false, waiting = false;
 const hiddenRuns = new Set();  // runs the user clicked off in the legend, kept across refreshes
 
 // TensorBoard's smoothing: an exponential moving average, debiased so that the first points are
@@ -205,6 +210,7 @@ function drawChart(tag, series, weight) {
   const cursor = el("line", {y1: padTop, y2: height - padBottom, stroke: "#888", "stroke-dasharray": "3 3",
                              visibility: "hidden"}, svg);
   svg.addEventListener("mousemove", event => {
+    hovering = true;
     const bounds = svg.getBoundingClientRect();
     const step = x0 + (event.clientX - bounds.left - padLeft) / (width - padLeft - padRight) * (x1 - x0);
     const parts = [];
@@ -218,12 +224,18 @@ function drawChart(tag, series, weight) {
     cursor.setAttribute("visibility", "visible");
     hover.textContent = parts.join("  |  ");
   });
-  svg.addEventListener("mouseleave", () => { cursor.setAttribute("visibility", "hidden"); hover.textContent = ""; });
+  svg.addEventListener("mouseleave", () => {
+    cursor.setAttribute("visibility", "hidden");
+    hover.textContent = "";
+    hovering = false;
+    if (waiting) draw();
+  });
   return box;
 }
 
 function draw() {
   if (!board) return;
+  waiting = false;
   const weight = Number(document.getElementById("smoothing").value);
   document.getElementById("smoothing-value").textContent = weight.toFixed(2);
   const colour = new Map(board.runs.map((r, i) => [r.name, colourOf(i)]));
@@ -255,7 +267,7 @@ function draw() {
   const empty = document.getElementById("empty");
   empty.hidden = board.runs.length > 0;
   empty.textContent = `No scalars under ${board.logdir} yet: a run appears here once weft train has logged its ` +
-                      "first step (the page reads the files again every 5 seconds).";
+                      "first step (the page looks again every 5 seconds).";
   // As in TensorBoard, the charts are grouped by their tag's first component: train/, test/, memory/.
   const shown = board.runs.filter(r => !hiddenRuns.has(r.name));
   const tags = [...new Set(shown.flatMap(r => Object.keys(r.tags)))].sort();
@@ -293,15 +305,21 @@ async function refresh() {
     const runs = board.runs.length;
     document.getElementById("status").textContent =
         `${runs} ${runs === 1 ? "run" : "runs"} under ${board.logdir}, read at ${new Date().toLocaleTimeString()}`;
-    draw();
+    if (hovering) waiting = true;
+    else draw();
   } catch (error) {
     document.getElementById("error").textContent = `cannot read the runs: ${error.message}`;
+  } finally {
+    fetches += 1;
+    document.body.dataset.fetches = fetches;
+    // The next refresh is counted from the end of this one, so a slow answer never has a second
+    // request queued behind it.
+    setTimeout(refresh, 5000);
   }
 }
 
 document.getElementById("smoothing").addEventListener("input", draw);
 refresh();
-setInterval(refresh, 5000);
 </script>
 </body>
 </html>

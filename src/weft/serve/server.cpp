@@ -1,8 +1,5 @@
 #include "weft/serve/server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -15,6 +12,7 @@
 #include "weft/core/threads.h"
 #include "weft/infer/load.h"
 #include "weft/infer/metadata.h"
+#include "weft/io/json.h"
 #include "weft/monitor/status_file.h"
 #include "weft/ops/activation.h"
 #include "weft/serve/continuous.h"
@@ -49,14 +47,20 @@ struct TokenStream {
   std::atomic<bool> cancelled{false};  // the client went away: stop generating
 };
 
-Json parse_body(const httplib::Request& req, Json::parser_callback_t on_value = nullptr) {
-  try {
-    Json body = Json::parse(req.body, std::move(on_value));
-    if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
-    return body;
-  } catch (const Json::parse_error& e) {
-    throw HttpError(400, str("malformed JSON: ", e.what()));
-  }
+// A JSON body nests this deep at most: {"inputs": [[pixels]]} is 3.
+constexpr int kMaxBodyDepth = 8;
+// SentencePiece pieces are at most 16 characters (its trainer's default, which weft keeps), 64
+// bytes of UTF-8, and a byte-level token is one byte; so a prompt of more bytes than this per
+// token of context cannot fit, and is refused before it is tokenized.
+constexpr int64_t kPromptBytesPerToken = 64;
+
+// A body parsed as the JSON reader of files parses: nesting bounded (nlohmann's dump and
+// comparison recurse once per level), duplicate keys and out-of-range numbers refused, all before
+// anything is built from it or quoted back.
+Json parse_body(const net::Request& req, const Json::parser_callback_t& on_value = nullptr) {
+  Json body = io::parse_json(req.body, "the body", kMaxBodyDepth, on_value);
+  if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
+  return body;
 }
 
 // The pixels of a predict request's "inputs", taken out of the JSON as the parser reads them: a
@@ -82,7 +86,7 @@ struct PixelReader {
         values.push_back(static_cast<uint8_t>(x));
       } else if (first_bad_image < 0) {
         first_bad_image = static_cast<int64_t>(counts.size()) - 1;
-        first_bad = parsed.dump();
+        first_bad = io::json_excerpt(parsed);
       }
       return false;  // not kept in the tree
     };
@@ -94,7 +98,7 @@ int64_t integer_field(const Json& body, const char* key, int64_t fallback, int64
   if (!body.contains(key)) return fallback;
   const Json& v = body[key];
   if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max)
-    throw HttpError(400, str("\"", key, "\" must be an integer from ", min, " to ", max, ", got ", v.dump()));
+    throw HttpError(400, str("\"", key, "\" must be an integer from ", min, " to ", max, ", got ", io::json_excerpt(v)));
   return v.get<int64_t>();
 }
 
@@ -102,20 +106,23 @@ double number_field(const Json& body, const char* key, double fallback, double m
   if (!body.contains(key)) return fallback;
   const Json& v = body[key];
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < min || v.get<double>() > max)
-    throw HttpError(400, str("\"", key, "\" must be a number from ", min, " to ", max, ", got ", v.dump()));
+    throw HttpError(400, str("\"", key, "\" must be a number from ", min, " to ", max, ", got ", io::json_excerpt(v)));
   return v.get<double>();
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-void answer(httplib::Response& res, int status, const Json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
+net::Response json_response(int status, const Json& body) {
+  net::Response r;
+  r.status = status;
+  r.body = dump(body);
+  return r;
 }
 
-void answer_error(httplib::Response& res, int status, const std::string& message) {
-  answer(res, status, {{"error", {{"status", status}, {"message", message}}}});
-  if (status == 503) res.set_header("Retry-After", "1");
+net::Response error_response(int status, const std::string& message) {
+  net::Response r = json_response(status, {{"error", {{"status", status}, {"message", message}}}});
+  if (status == 503) r.headers.emplace_back("Retry-After", "1");
+  return r;
 }
 
 // The routes the metrics name; anything else counts as "other", so that a scan of random paths
@@ -125,8 +132,6 @@ std::string route_label(const std::string& path) {
                                               "/v1/examples", "/metrics"};
   return known.contains(path) ? path : "other";
 }
-
-thread_local Clock::time_point request_start;  // each request is read, routed and answered on one worker
 
 }  // namespace
 
@@ -241,25 +246,21 @@ Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : opti
     }
     models_.push_back(std::move(m));
   }
-  http_ = std::make_unique<httplib::Server>();
-  const int workers = options_.connections;
-  http_->new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
-  http_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
-  const auto seconds = static_cast<time_t>(options_.timeout_s);
-  const auto micros = static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);
-  http_->set_read_timeout(seconds, micros);
-  http_->set_write_timeout(seconds, micros);
-  http_->set_keep_alive_timeout(std::max<time_t>(1, seconds));
-  // Without TCP_NODELAY an answer written in two sends (headers, then body) waits for the
-  // client's delayed ACK of the first: 40 ms on Linux, more than a whole batch costs.
-  http_->set_tcp_nodelay(true);
-  // SO_REUSEADDR (a restarted server may take its port back at once), not httplib's default
-  // SO_REUSEPORT, under which a second server on a busy port would share it instead of failing.
-  http_->set_socket_options([this](socket_t sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listening_socket_ = sock;
-  });
+  net::ServerOptions http;
+  http.host = options_.host;
+  http.port = options_.port;
+  http.limits.max_body_bytes = options_.max_body_bytes;
+  http.read_timeout_s = http.write_timeout_s = options_.timeout_s;
+  http.workers = options_.connections;
+  http.max_connections = options_.max_connections;
+  http.allowed_hosts = options_.allowed_hosts;
+  http.allowed_origins = options_.allowed_origins;
+  http.error = error_response;
+  http.on_answered = [this](const net::Request& req, int status, double seconds) {
+    metrics_.request(route_label(req.path), status, seconds);
+    monitor::count_progress();
+  };
+  http_ = std::make_unique<net::Server>(std::move(http));
   add_routes();
 }
 
@@ -297,25 +298,25 @@ void Server::add_routes() {
     return *found;
   };
   // Every route's errors answered alike.
-  auto guarded = [](std::function<void(const httplib::Request&, httplib::Response&)> handler) {
-    return [handler](const httplib::Request& req, httplib::Response& res) {
+  auto guarded = [](std::function<net::Response(const net::Request&)> handler) {
+    return [handler](const net::Request& req) {
       try {
-        handler(req, res);
+        return handler(req);
       } catch (const HttpError& e) {
-        answer_error(res, e.status, e.what());
+        return error_response(e.status, e.what());
       } catch (const QueueFullError& e) {
-        answer_error(res, 503, e.what());
+        return error_response(503, e.what());
       } catch (const Error& e) {
-        answer_error(res, 400, e.what());
+        return error_response(400, e.what());
       } catch (const std::exception& e) {
-        answer_error(res, 500, str("internal error: ", e.what()));
+        return error_response(500, str("internal error: ", e.what()));
       }
     };
   };
 
-  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { answer(res, 200, {{"status", "ok"}}); });
+  http_->get("/healthz", [](const net::Request&) { return json_response(200, {{"status", "ok"}}); }, /*quick=*/true);
 
-  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  http_->get("/v1/models", [this](const net::Request&) {
     Json list = Json::array();
     for (const auto& m : models_) {
       const infer::LoadedModel& l = m->loaded;
@@ -323,10 +324,10 @@ void Server::add_routes() {
                       {"input_shape", l.input_shape}, {"parameters", m->parameters}, {"labels", l.labels},
                       {"metadata", l.metadata}});
     }
-    answer(res, 200, {{"models", list}});
+    return json_response(200, {{"models", list}});
   });
 
-  http_->Post("/v1/predict", guarded([this, model_for](const httplib::Request& req, httplib::Response& res) {
+  http_->post("/v1/predict", guarded([this, model_for](const net::Request& req) {
     PixelReader pixels;
     const Json body = parse_body(req, pixels.callback());
     Model& m = model_for(body, false);
@@ -367,18 +368,24 @@ void Server::add_routes() {
       predictions.push_back({{"probabilities", p}, {"top_k", top}});
     }
     m.note_predictions(best);
-    answer(res, 200, {{"model", m.name}, {"predictions", predictions}});
+    return json_response(200, {{"model", m.name}, {"predictions", predictions}});
   }));
 
-  http_->Post("/v1/completions", guarded([this, model_for](const httplib::Request& req, httplib::Response& res) {
+  http_->post("/v1/completions", guarded([this, model_for](const net::Request& req) {
     const Json body = parse_body(req);
     Model& m = model_for(body, true);
-    if (!body.contains("prompt") || !body["prompt"].is_string() || body["prompt"].get<std::string>().empty())
+    if (!body.contains("prompt") || !body["prompt"].is_string() || body["prompt"].get_ref<const std::string&>().empty())
       throw HttpError(400, "\"prompt\" must be a non-empty string");
+    const std::string& text = body["prompt"].get_ref<const std::string&>();
+    const int64_t context = m.loaded.gpt->config.context;
+    const int64_t max_prompt_bytes = kPromptBytesPerToken * context;
+    if (static_cast<int64_t>(text.size()) > max_prompt_bytes)
+      throw HttpError(400, str("the prompt is ", text.size(), " bytes; the model's context is ", context,
+                               " tokens, which no prompt over ", max_prompt_bytes, " bytes fits"));
     const data::Tokenizer& tokenizer = *m.loaded.tokenizer;
-    const std::vector<int32_t> encoded = tokenizer.encode(body["prompt"].get<std::string>());
+    const std::vector<int32_t> encoded = tokenizer.encode(text);
     const std::vector<int64_t> prompt(encoded.begin(), encoded.end());
-    const int64_t context = m.loaded.gpt->config.context, prompt_tokens = static_cast<int64_t>(prompt.size());
+    const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
     if (prompt_tokens >= context)
       throw HttpError(400, str("the prompt is ", prompt_tokens, " tokens; the model's context is ", context,
                                ", so it must be shorter to leave room for an answer"));
@@ -427,100 +434,76 @@ void Server::add_routes() {
       if (!tokens->error.empty()) throw HttpError(500, tokens->error);
       const std::vector<int64_t> generated(tokens->tokens.begin(), tokens->tokens.end());
       metrics_.tokens(name, static_cast<int64_t>(generated.size()));
-      answer(res, 200, {{"model", name}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
-                        {"completion_tokens", generated.size()}});
-      return;
+      return json_response(200, {{"model", name}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
+                          {"completion_tokens", generated.size()}});
     }
     // Server-sent events: one per token as it is drawn, then the whole text and the counts.
-    auto generated = std::make_shared<std::vector<int64_t>>();
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, tokens, generated, name, prompt_tokens, decode](size_t, httplib::DataSink& sink) {
-          std::unique_lock<std::mutex> lock(tokens->mutex);
-          tokens->changed.wait(lock, [&] { return tokens->done || !tokens->tokens.empty(); });
-          std::string events;
-          while (!tokens->tokens.empty()) {
-            const int64_t id = tokens->tokens.front();
-            tokens->tokens.pop_front();
-            generated->push_back(id);
-            events += "data: " + dump({{"token", id}, {"text", decode({id})}}) + "\n\n";
-          }
-          const bool done = tokens->done;
-          const std::string error = tokens->error;
-          lock.unlock();
-          if (done) {
-            metrics_.tokens(name, static_cast<int64_t>(generated->size()));
-            events += "data: " +
-                      dump(error.empty() ? Json{{"done", true}, {"text", decode(*generated)}, {"prompt_tokens", prompt_tokens},
-                                                {"completion_tokens", generated->size()}}
-                                         : Json{{"error", {{"status", 500}, {"message", error}}}}) +
-                      "\n\n";
-          }
-          if (!events.empty() && !sink.write(events.data(), events.size())) {
-            tokens->cancelled = true;
-            return false;
-          }
-          if (done) sink.done();
-          return true;
-        },
-        [tokens](bool) { tokens->cancelled = true; });
+    net::Response res;
+    res.content_type = "text/event-stream";
+    res.headers.emplace_back("Cache-Control", "no-cache");
+    res.stream = [this, tokens, name, prompt_tokens, decode](net::Response::Writer& out) {
+      std::vector<int64_t> generated;
+      for (bool done = false; !done;) {
+        std::unique_lock<std::mutex> lock(tokens->mutex);
+        tokens->changed.wait(lock, [&] { return tokens->done || !tokens->tokens.empty(); });
+        std::string events;
+        while (!tokens->tokens.empty()) {
+          const int64_t id = tokens->tokens.front();
+          tokens->tokens.pop_front();
+          generated.push_back(id);
+          events += "data: " + dump({{"token", id}, {"text", decode({id})}}) + "\n\n";
+        }
+        done = tokens->done;
+        const std::string error = tokens->error;
+        lock.unlock();
+        if (done) {
+          metrics_.tokens(name, static_cast<int64_t>(generated.size()));
+          events += "data: " +
+                    dump(error.empty() ? Json{{"done", true}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
+                                              {"completion_tokens", generated.size()}}
+                                       : Json{{"error", {{"status", 500}, {"message", error}}}}) +
+                    "\n\n";
+        }
+        if (!out.write(events)) {
+          // The client went away: the generation stops at its next token, and its end is waited
+          // for so that the model is never left writing to a stream no one holds.
+          tokens->cancelled = true;
+          std::unique_lock<std::mutex> wait(tokens->mutex);
+          tokens->changed.wait(wait, [&] { return tokens->done; });
+          return;
+        }
+      }
+    };
+    return res;
   }));
 
-  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(playground_page(), "text/html; charset=utf-8");
-  });
+  http_->get("/", [](const net::Request&) {
+    net::Response page;
+    page.content_type = "text/html; charset=utf-8";
+    page.body = playground_page();
+    return page;
+  }, /*quick=*/true);
 
-  http_->Get("/v1/examples", guarded([this, model_for](const httplib::Request& req, httplib::Response& res) {
-    const Json query = req.has_param("model") ? Json{{"model", req.get_param_value("model")}} : Json::object();
-    Model& m = model_for(query, false);
+  http_->get("/v1/examples", guarded([this, model_for](const net::Request& req) {
+    const std::optional<std::string> name = req.param("model");
+    Model& m = model_for(name ? Json{{"model", *name}} : Json::object(), false);
     if (m.examples.empty()) throw HttpError(404, str("no test images for model '", m.name, "': ", m.no_examples));
-    answer(res, 200, {{"model", m.name}, {"images", m.examples}, {"labels", m.example_labels}});
+    return json_response(200, {{"model", m.name}, {"images", m.examples}, {"labels", m.example_labels}});
   }));
 
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-
-  http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    request_start = Clock::now();
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // The errors httplib answers itself (no such route, a body over the limit, a request it cannot
-  // read) in the same JSON as the routes'.
-  http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string message =
-        res.status == 404   ? str("no route ", req.method, " ", req.path)
-        : res.status == 413 ? "the body is over the server's limit (--max-body)"
-        : res.status == 400 ? "the request could not be read (malformed HTTP, or a body without Content-Length)"
-                            : str("HTTP ", res.status);
-    answer_error(res, res.status, message);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    // A request refused while it was read (413) never reached the pre-routing handler: no latency.
-    const double seconds =
-        request_start == Clock::time_point{} ? 0 : std::chrono::duration<double>(Clock::now() - request_start).count();
-    request_start = {};
-    metrics_.request(route_label(req.path), res.status, seconds);
-    monitor::count_progress();
+  http_->get("/metrics", [this](const net::Request&) {
+    net::Response r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_.render();
+    return r;
   });
 }
 
-void Server::bind() {
-  const bool bound = options_.port == 0 ? (port_ = http_->bind_to_any_port(options_.host)) > 0
-                                        : http_->bind_to_port(options_.host, options_.port);
-  WEFT_CHECK(bound, IOError, "cannot listen on ", options_.host, ":", options_.port,
-             ": the port is in use, or the address is not one of this machine's");
-  if (options_.port != 0) port_ = options_.port;
-  // httplib listens with a backlog of 5 connections; 64 clients connecting at once would see
-  // their handshakes dropped and retried. Listening again on the bound socket raises it.
-  ::listen(listening_socket_, SOMAXCONN);
-}
+void Server::bind() { http_->bind(); }
+int Server::port() const { return http_->port(); }
 
 std::string Server::ready_line() const {
-  std::string line = str("serving on http://", options_.host, ":", port_);
+  std::string line = str("serving on http://", options_.host, ":", port());
   for (const auto& m : models_)
     line += str("; ", m->name, " (", m->loaded.kind, ", ",
                 m->loaded.scheme == "none" ? dtype_name(m->loaded.dtype) : m->loaded.scheme, ", ", m->parameters,
@@ -534,10 +517,12 @@ std::string Server::model_names() const {
   return names;
 }
 
-void Server::serve() { http_->listen_after_bind(); }
+void Server::serve() { http_->serve(); }
 
 void Server::stop() {
   if (http_) http_->stop();
 }
+
+net::Response Server::answer(const net::Request& request) const { return http_->answer(request); }
 
 }  // namespace weft::serve

@@ -1,4 +1,4 @@
-// `weft serve`: REST inference over HTTP (cpp-httplib) for the checkpoints weft writes, the image
+// `weft serve`: REST inference over HTTP (net/http.h) for the checkpoints weft writes, the image
 // classifiers (f32, bf16, int8, int4) and the GPT, loaded through infer::load_model.
 //
 //   GET  /healthz          200 once the models are loaded
@@ -20,10 +20,12 @@
 // ContinuousBatcher (serve/continuous.h): its generations decode together, joining and leaving
 // the running batch between steps.
 //
-// Errors are JSON, {"error": {"status": 400, "message": "..."}}: malformed JSON, wrong shapes,
-// types or values, an unknown model → 400; an unknown route → 404; a body over the limit → 413; a
-// full queue → 503 with Retry-After. None of them touches another request's answer. Slow clients
-// are cut off by the read and write timeouts, so they hold only their own connection.
+// Errors are JSON, {"error": {"status": 400, "message": "..."}}: malformed JSON (nested more than
+// 8 deep, a key twice, a number out of range), wrong shapes, types or values, an unknown model →
+// 400; a request from another site's page → 403; an unknown route → 404; a body over the limit →
+// 413; a body that is not application/json → 415; a full queue → 503 with Retry-After. None of
+// them touches another request's answer. What a client can cost the server (time, connections,
+// bytes) is bounded as net/http.h says.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -31,12 +33,10 @@
 #include <utility>
 #include <vector>
 
+#include "weft/net/http.h"
 #include "weft/serve/batcher.h"
 #include "weft/serve/metrics.h"
 
-namespace httplib {
-class Server;
-}
 
 namespace weft::serve {
 
@@ -46,8 +46,11 @@ struct ServeOptions {
   BatchOptions batch;
   std::string precision;           // "" as saved; fp32 | bf16 converts a classifier's weights
   int64_t max_body_bytes = 8 << 20;
-  int connections = 128;           // HTTP worker threads: connections served at once
+  int connections = 128;           // requests handled at once (a worker thread each)
+  int max_connections = 1024;      // open at once; one more closes the longest idle
   double timeout_s = 5;            // reading a request, writing a response
+  std::vector<std::string> allowed_hosts;    // Host names besides the bound address (a proxy's)
+  std::vector<std::string> allowed_origins;  // web pages (origins) allowed to call the API
   std::string data_dir;            // the classifiers' test images for the playground; "": the default
 };
 
@@ -69,7 +72,7 @@ class Server {
 
   // Binds host:port; IOError naming the address when it cannot (in use, not an address here).
   void bind();
-  int port() const { return port_; }
+  int port() const;
   // One line for the user: the address, and each model with its dtype.
   std::string ready_line() const;
   // The models' names, in the order given, joined by commas.
@@ -78,6 +81,8 @@ class Server {
   void serve();
   // From any thread: stop accepting connections; serve() returns when the rest are answered.
   void stop();
+  // A whole request answered without a socket (the fuzz target's way in).
+  net::Response answer(const net::Request& request) const;
 
  private:
   struct Model;
@@ -86,9 +91,7 @@ class Server {
   ServeOptions options_;
   std::vector<std::unique_ptr<Model>> models_;
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
-  int port_ = 0;
-  int listening_socket_ = -1;
+  std::unique_ptr<net::Server> http_;
 };
 
 }  // namespace weft::serve
