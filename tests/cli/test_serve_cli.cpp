@@ -156,6 +156,13 @@ TEST(ServeCli, AKvCacheLargerThanTheMachineIsRefusedBeforeServing) {
                                  "cache of ");
   EXPECT_TRUE(testing::contains(o.output, str("at most ", memory / per_sequence, " fit"))) << o.output;
   EXPECT_FALSE(testing::contains(o.output, "serving on")) << o.output;
+  // Under a memory limit below the machine's, the limit is the bound: 4096 sequences take 64 MiB.
+  setenv("WEFT_MEMORY_LIMIT", "64MiB", 1);
+  const Outcome limited = weft_cli("serve --port 0 --checkpoint " + gpt + " --max-batch 4097");
+  unsetenv("WEFT_MEMORY_LIMIT");
+  testing::expect_usage_error(limited, "--max-batch: 4097 sequences of this GPT's 32-token context need a KV cache of "
+                                       "64.02 MiB (keys and values of 2 layers of width 32, 4 bytes each), more than "
+                                       "the memory limit of 64.00 MiB (WEFT_MEMORY_LIMIT); at most 4096 fit");
 }
 
 }  // namespace
