@@ -91,6 +91,8 @@ TEST(EstimateCliTest, CostOnDemandSpotAndInterruptions) {
   const Outcome dear = weft_cli("estimate " + run + "--usd-per-hour 1 --spot-usd-per-hour 2");
   EXPECT_TRUE(contains(dear.output, "% more than on demand)")) << dear.output;
   EXPECT_FALSE(contains(cheap.output + dear.output, "100% less")) << cheap.output << dear.output;
+  const Outcome slow = weft_cli("estimate " + run + "--checkpoint-every 1e-300");
+  EXPECT_TRUE(contains(slow.output, "(3e+299 times the on-demand cost)")) << slow.output;
 }
 
 TEST(EstimateCliTest, CommSaysWhichIsTheBottleneckAndWhatChangesIt) {
@@ -181,6 +183,8 @@ TEST(EstimateCliTest, ImpossibleInputsAreOneLineAndStatus2) {
   expect_usage_error("time --params 1e15 --tokens 1e300", "6 x --params x --tokens is beyond a double's range");
   expect_usage_error("time --flops 1e300 --mfu 1e-300", "take more seconds than a double holds (1.8e+308); raise --mfu");
   expect_usage_error("cost --flops 1e300 --mfu 1e-22 --usd-per-hour 1e6", "cost more dollars than a double holds");
+  expect_usage_error("cost --flops 1e20 --checkpoint-seconds 1.7e308", "the spot run's time or cost, with a checkpoint of "
+                     "--checkpoint-seconds 1.7e+308 every --checkpoint-every 30 minutes, is beyond a double's range");
   expect_usage_error("cost --flops 1e20 --usd-per-hour 1e306", "--usd-per-hour: must be a number in (0, 1e+06], got '1e306'");
   expect_usage_error("--calibrate --threads 100000", "--threads: must be a whole number from 0 to 1024, got '100000'");
   expect_usage_error("comm --params 1e9 --grad-bytes 1e308", "--grad-bytes: must be a number in (0, 8], got '1e308'");

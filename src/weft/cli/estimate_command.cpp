@@ -129,10 +129,12 @@ void estimate_time(const EstimateFlags& f) {
 }
 
 // The spot run's cost beside the on-demand one's, in words that stay true at both ends: a cost
-// below 1% of on demand is no "100% less", and one above it is more, not a negative saving.
+// below 1% of on demand is no "100% less", one above it is more, not a negative saving, and one
+// of many times it is a multiple, not a percentage of hundreds of digits.
 std::string against_on_demand(double spot_usd, double on_demand_usd) {
   const double share = spot_usd / on_demand_usd;
   if (share < 0.01) return str(sci(100 * share), "% of the on-demand cost");
+  if (share > 10) return str(sci(share), " times the on-demand cost");
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.0f%% %s than on demand", 100 * std::abs(1 - share), share <= 1 ? "less" : "more");
   return buffer;
@@ -151,6 +153,9 @@ void estimate_cost(const EstimateFlags& f) {
   const memory::SpotRun s = memory::spot_run(e.seconds, f.checkpoint_every_min * 60, f.checkpoint_write_s,
                                              f.interruptions_per_hour, f.restart_min * 60);
   const double spot_hours = s.wall_s / 3600 * static_cast<double>(f.run.count);
+  WEFT_CHECK(!s.finishes || std::isfinite(spot_hours * spot), ValueError, "estimate cost: the spot run's time or "
+             "cost, with a checkpoint of --checkpoint-seconds ", f.checkpoint_write_s, " every --checkpoint-every ",
+             f.checkpoint_every_min, " minutes, is beyond a double's range (1.8e+308)");
   const bool priced_here = !f.usd_per_hour && !f.spot_usd_per_hour;
   if (f.json) {
     nlohmann::json j = run_json(f.run, e);
