@@ -187,6 +187,9 @@ TEST(EstimateCliTest, ImpossibleInputsAreOneLineAndStatus2) {
                      "--checkpoint-seconds 1.7e+308 every --checkpoint-every 30 minutes, is beyond a double's range");
   expect_usage_error("cost --flops 1e20 --usd-per-hour 1e306", "--usd-per-hour: must be a number in (0, 1e+06], got '1e306'");
   expect_usage_error("--calibrate --threads 100000", "--threads: must be a whole number from 0 to 1024, got '100000'");
+  expect_usage_error("comm --bytes 1.7e308 --world 8", "ranks take more seconds to all-reduce than a double holds");
+  expect_usage_error("comm --params 1e15 --batch 1e308 --world 2", "the step's compute, 6 x --params x --batch-tokens "
+                     "per rank / (peak x --mfu), takes more seconds than a double holds (1.8e+308)");
   expect_usage_error("comm --params 1e9 --grad-bytes 1e308", "--grad-bytes: must be a number in (0, 8], got '1e308'");
   expect_usage_error(run + "--gpus 99999999", "--gpus: must be a whole number from 1 to 1048576, got '99999999'");
   // --calibrate estimates weft train --model mlp: its batch and steps take train's bounds.

@@ -205,6 +205,8 @@ void estimate_comm(const EstimateFlags& f) {
   const double n = static_cast<double>(f.world);
   const double bandwidth_s = 2 * (n - 1) / n * bytes / link.bandwidth, latency_s = 2 * (n - 1) * link.latency;
   const double comm_s = memory::ring_allreduce_seconds(bytes, f.world, link.bandwidth, link.latency);
+  WEFT_CHECK(std::isfinite(1.5 * comm_s), ValueError, "estimate comm: ", sci(bytes), " bytes over ", f.world,
+             " ranks take more seconds to all-reduce than a double holds (1.8e+308); give fewer --bytes");
   nlohmann::json j = {{"bytes", bytes}, {"world", f.world}, {"link", link.name}, {"link_bandwidth", link.bandwidth},
                       {"link_latency", link.latency}, {"allreduce_seconds", comm_s}};
   std::ostringstream text;
@@ -217,6 +219,8 @@ void estimate_comm(const EstimateFlags& f) {
     const memory::DeviceSpec device = memory::find_device(f.run.device);
     const double peak = memory::peak_flops(device, f.run.precision);
     const double compute_s = memory::training_flops(*params, *f.batch / n) / (peak * f.run.mfu);
+    WEFT_CHECK(std::isfinite(compute_s), ValueError, "estimate comm: the step's compute, 6 x --params x --batch-tokens "
+               "per rank / (peak x --mfu), takes more seconds than a double holds (1.8e+308)");
     const bool bound = comm_s > compute_s;
     j.update({{"compute_seconds", compute_s}, {"communication_bound", bound}});
     text << "compute: 6 x " << sci(*params) << " x " << sci(*f.batch / n) << " tokens per rank / (" << device.name << " "
