@@ -26,7 +26,7 @@ inline constexpr int64_t kMaxSteps = 1'000'000'000'000;  // --steps, and what --
 inline constexpr int64_t kMaxCount = int64_t{1} << 30;    // a batch, a GPT's sizes, steps between logs
 // --threads and --prefetch, for every command that takes them: a fixed bound rather than a multiple
 // of this machine's cores, so that a command line means the same on every machine; above any CPU's
-// hardware threads here, and far below the 100000 threads at which libgomp fails to start them.
+// hardware threads here, and far below the 100000 at which weft crashed (SIGSEGV) starting them.
 inline constexpr int kMaxThreads = 1024;
 
 // --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files).
