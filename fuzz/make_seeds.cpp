@@ -70,7 +70,10 @@ void safetensors_seeds() {
                              {"half", Tensor::arange(2, DType::bf16)},
                              {"empty", Tensor::empty({0, 4})}},
                        {{"format", "pt"}, {"weft.model", "mlp"}});
-  seed("safetensors", "valid-tensors", slurp(tmp));
+  const std::string tensors = slurp(tmp);
+  seed("safetensors", "valid-tensors", tensors);
+  // The same file with its last data byte changed: its weft.checksum no longer matches.
+  seed("safetensors", "bad-checksum-mismatch", tensors.substr(0, tensors.size() - 1) + static_cast<char>(~tensors.back()));
   io::save_safetensors(tmp, {});
   seed("safetensors", "valid-empty", slurp(tmp));
   fs::remove(tmp);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "expect_error.h"
+#include "foreign_safetensors.h"
 #include "weft_cli.h"
 #include "weft/core/tensor.h"
 #include "weft/io/safetensors.h"
@@ -135,6 +136,20 @@ void save_untrained(const std::string& file, const std::string& model_name) {
   auto model = nn::make_image_classifier(model_name);
   nn::StateDict state = model->state_dict();
   io::save_safetensors(file, {state.begin(), state.end()}, {{"format", "pt"}, {"weft.model", model_name}});
+}
+
+// PyTorch's f64 copy of a model evaluates as the model does (it used to fail: "autocast: the
+// low-precision type must be bf16 or f16, got f64").
+TEST_F(CliTest, EvalOfAForeignF64CheckpointGivesTheF32ModelsAccuracy) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const nn::StateDict state = nn::make_mlp()->state_dict();
+  io::save_safetensors(path("mlp.safetensors"), {state.begin(), state.end()}, {{"weft.model", "mlp"}});
+  testing::save_foreign_safetensors(path("f64.safetensors"), state, DType::f64, "F64");
+  Outcome f32 = weft_cli("eval --checkpoint " + path("mlp.safetensors"));
+  Outcome f64 = weft_cli("eval --model mlp --checkpoint " + path("f64.safetensors"));
+  ASSERT_EQ(f64.status, 0) << f64.output;
+  EXPECT_TRUE(contains(f64.output, "mlp on 10000 test images: accuracy")) << f64.output;
+  EXPECT_EQ(f64.output.substr(f64.output.find("mlp on")), f32.output.substr(f32.output.find("mlp on"))) << f32.output;
 }
 
 TEST_F(CliTest, QuantizePrintsTheSizeRatioAndEvalRunsTheQuantizedModel) {

@@ -1,9 +1,12 @@
 // `weft smi` as a user meets it: a training run shows up with its model, a growing step and its
 // allocator's bytes; killed with SIGKILL it disappears (its file is stale), stopped by SIGTERM or
 // SIGINT it removes its own file; --watch redraws; bad values are one clear line and exit 2.
+// Status files are untrusted: a FIFO, a huge file, escape sequences, a claim on another program's
+// process or an absurd time neither hang smi nor reach the terminal.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,10 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "weft/monitor/status_file.h"
 #include "weft_cli.h"
 
 namespace weft {
@@ -33,6 +38,7 @@ class SmiCli : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("weft_smi_" + std::to_string(getpid()));
     fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::owner_all);
     // Inherited by every weft this test starts: the trainings publish here and smi reads here.
     setenv("WEFT_SMI_DIR", dir_.c_str(), 1);
   }
@@ -185,6 +191,65 @@ TEST_F(SmiCli, WatchRedrawsUntilInterrupted) {
   for (std::string line; std::getline(lines, line); ++views) EXPECT_TRUE(nlohmann::json::parse(line).contains("cpu"));
   EXPECT_GE(views, 2) << output;
   EXPECT_LE(views, 9) << output;
+}
+
+// A status of this test's own process (weft_tests: a weft binary of this user's), as a publisher
+// would write it.
+nlohmann::json status_of_this_process() {
+  monitor::ProcessStatus s;
+  s.pid = getpid();
+  s.proc_start_ticks = monitor::process_start_ticks(s.pid).value();
+  s.started_unix_s = s.updated_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  s.command = "train";
+  s.model = "mlp";
+  s.progress_name = "step";
+  return s.to_json();
+}
+
+TEST_F(SmiCli, HostileStatusFilesNeitherHangNorReachTheTerminal) {
+  ASSERT_EQ(mkfifo((dir_ / "x.json").c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((dir_ / "4242.json").c_str(), 0600), 0);
+  std::ofstream(dir_ / "4243.json") << std::string(40 << 20, '[');
+  nlohmann::json init = status_of_this_process();
+  init["pid"] = 1;
+  init["proc_start_ticks"] = monitor::process_start_ticks(1).value();
+  std::ofstream(dir_ / "1.json") << init.dump();
+  nlohmann::json mine = status_of_this_process();
+  mine["command"] = "\x1b]0;owned\x07";  // sets the terminal's title
+  mine["model"] = "\x1b[2J\u009b31m";      // clears the screen; C1 CSI
+  std::ofstream(status_file(getpid())) << mine.dump();
+
+  const auto start = Clock::now();
+  const Outcome table = weft_cli("smi");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  ASSERT_EQ(table.status, 0) << table.output;
+  EXPECT_EQ(table.output.find_first_of("\x1b\x07"), std::string::npos) << table.output;
+  EXPECT_EQ(table.output.find("\xc2\x9b"), std::string::npos) << table.output;
+  EXPECT_TRUE(contains(table.output, "\\x1b]0;owned\\x07")) << table.output;
+  EXPECT_TRUE(contains(table.output, "\\x1b[2J\\xc2\\x9b31m")) << table.output;
+  EXPECT_TRUE(contains(table.output, "note: not listed: cannot read " + (dir_ / "4242.json").string() +
+                                         ": expected a regular file, found a FIFO"))
+      << table.output;
+  EXPECT_TRUE(contains(table.output, "4243.json: it is 41943040 bytes, more than the 65536 bytes")) << table.output;
+
+  const Outcome json = weft_cli("smi --json");
+  ASSERT_EQ(json.status, 0) << json.output;
+  const nlohmann::json view = last_line_json(json.output);
+  ASSERT_EQ(view.at("processes").size(), 1u) << json.output;  // not pid 1
+  EXPECT_EQ(view.at("processes")[0].at("pid"), getpid());
+  EXPECT_EQ(view.at("skipped").size(), 2u) << json.output;
+}
+
+// -1e308 as an int64 of seconds was undefined behaviour where smi printed the uptime.
+TEST_F(SmiCli, AStartTimeOutOfRangeIsSkippedWithANote) {
+  nlohmann::json mine = status_of_this_process();
+  mine["started_unix_s"] = -1e308;
+  std::ofstream(status_file(getpid())) << mine.dump();
+  const Outcome o = weft_cli("smi");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "\"started_unix_s\" must be a number in [0, 1e+11], found -1e+308")) << o.output;
+  EXPECT_TRUE(contains(o.output, "no running weft processes")) << o.output;
 }
 
 TEST_F(SmiCli, BadWatchPeriodsAreRefused) {

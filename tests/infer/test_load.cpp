@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expect_error.h"
+#include "foreign_safetensors.h"
 #include "temp_dir.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/random.h"
@@ -107,6 +108,24 @@ TEST_F(LoadTest, Bf16ClassifierKeepsItsDtype) {
   Tensor input = infer::classifier_input(loaded, random_pixels(3, 2));
   EXPECT_EQ(input.dtype(), DType::bf16) << "the input comes in the weights' dtype";
   expect_same((*loaded.model)(input), (*model)(input));
+}
+
+// weft eval read PyTorch's f64 (and f16) checkpoints of its models before it evaluated bf16 ones
+// through autocast; they load in f32, the dtype weft computes them in, and give the f32 model's outputs.
+TEST_F(LoadTest, ForeignF64AndF16ClassifiersLoadInF32) {
+  manual_seed(5);
+  auto model = nn::make_mlp();
+  model->eval();
+  for (const auto& [dtype, code] : {std::pair(DType::f64, "F64"), std::pair(DType::f16, "F16")}) {
+    const std::string file = path(std::string(code) + ".safetensors");
+    testing::save_foreign_safetensors(file, model->state_dict(), dtype, code);
+    infer::LoadedModel loaded = infer::load_model(file, {.model = "mlp"});
+    EXPECT_EQ(loaded.dtype, DType::f32) << code;
+    for (const auto& [name, t] : loaded.model->state_dict()) EXPECT_EQ(t.dtype(), DType::f32) << code << " " << name;
+    Tensor input = infer::classifier_input(loaded, random_pixels(2, 3));
+    EXPECT_EQ(input.dtype(), DType::f32);
+    if (dtype == DType::f64) expect_same((*loaded.model)(input), (*model)(input));  // f32 -> f64 -> f32 is exact
+  }
 }
 
 TEST_F(LoadTest, QuantizedClassifiersCarryTheirSchemeAndNormalisation) {

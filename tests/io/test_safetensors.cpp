@@ -1,6 +1,7 @@
 // safetensors checkpoints: bit-exact round trips, the byte layout the format prescribes, zero-copy
 // loading from a private mapping, atomic replacement, and one test per malformed-file rule.
 #include "expect_error.h"
+#include "foreign_safetensors.h"
 #include "weft/io/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -122,7 +123,7 @@ TEST_F(SafetensorsTest, RoundTripsEveryDTypeBitForBit) {
   SafetensorsFile loaded = load_safetensors(path("all.safetensors"));
   const std::string canonical = fs::canonical(path("all.safetensors")).string();
   ASSERT_EQ(loaded.tensors.size(), tensors.size());
-  EXPECT_TRUE(loaded.metadata.empty());
+  EXPECT_EQ(loaded.metadata.size(), 1u) << "weft.checksum alone";
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, expected] = tensors[i];
     const auto& [loaded_name, actual] = loaded.tensors[i];
@@ -138,14 +139,16 @@ TEST_F(SafetensorsTest, RoundTripsEveryDTypeBitForBit) {
   }
 }
 
-TEST_F(SafetensorsTest, MetadataRoundTripsAndIsOmittedWhenEmpty) {
+TEST_F(SafetensorsTest, MetadataRoundTripsBesideTheChecksum) {
   std::map<std::string, std::string> metadata{{"format", "pt"}, {"weft.step", "12"}, {"note", "h\u00e9llo \"q\"\n"}};
-  save_safetensors(path("m.safetensors"), {{"x", Tensor::ones({2})}}, metadata);
+  const std::string checksum = save_safetensors(path("m.safetensors"), {{"x", Tensor::ones({2})}}, metadata);
+  EXPECT_TRUE(checksum.starts_with("xxh3-64:") && checksum.size() == 24) << checksum;
+  metadata[kChecksumKey] = checksum;
   EXPECT_EQ(load_safetensors(path("m.safetensors")).metadata, metadata);
 
-  save_safetensors(path("plain.safetensors"), {{"x", Tensor::ones({2})}});
-  EXPECT_FALSE(contains(read_file(path("plain.safetensors")), "__metadata__"));
-  EXPECT_TRUE(load_safetensors(path("plain.safetensors")).metadata.empty());
+  // A checksum passed in (metadata copied from a loaded file) is replaced by the one of what is written.
+  save_safetensors(path("copy.safetensors"), {{"x", Tensor::zeros({2})}}, metadata);
+  EXPECT_NE(load_safetensors(path("copy.safetensors")).metadata.at(kChecksumKey), checksum);
 }
 
 TEST_F(SafetensorsTest, NonContiguousTensorsAreWrittenAsTheirRowMajorValues) {
@@ -166,27 +169,68 @@ TEST_F(SafetensorsTest, TinyFileHasTheExactBytesTheFormatPrescribes) {
                    {{"b", Tensor::from_vector<uint8_t>({7, 8, 9}, {3})},
                     {"w", Tensor::from_vector<float>({1.0f, 2.0f}, {2})}},
                    {{"format", "pt"}});
-  // 138 bytes of JSON, metadata first and the tensors in the given order, then 6 spaces so that
-  // 8 + 144 is a multiple of 8. The data puts the 4-byte elements first, so w's 8 bytes then b's 3.
+  // 181 bytes of JSON, metadata first (its keys sorted) and the tensors in the given order, then 3
+  // spaces so that 8 + 184 is a multiple of 8. The data puts the 4-byte elements first, so w's 8
+  // bytes then b's 3. The checksum is pinned: files saved today must verify tomorrow.
   const std::string json =
-      R"({"__metadata__":{"format":"pt"},)"
+      R"({"__metadata__":{"format":"pt","weft.checksum":"xxh3-64:712ae5bd065c137f"},)"
       R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]},)"
       R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
-  ASSERT_EQ(json.size(), 138u);
-  std::string expected = std::string("\x90\0\0\0\0\0\0\0", 8) + json + std::string(6, ' ') +
+  ASSERT_EQ(json.size(), 181u);
+  std::string expected = std::string("\xb8\0\0\0\0\0\0\0", 8) + json + std::string(3, ' ') +
                          std::string("\x00\x00\x80\x3f\x00\x00\x00\x40", 8) +  // 1.0f, 2.0f little-endian
                          std::string("\x07\x08\x09", 3);
   std::string actual = read_file(path("tiny.safetensors"));
-  ASSERT_EQ(actual.size(), 163u);
+  ASSERT_EQ(actual.size(), 203u);
   for (size_t i = 0; i < expected.size(); ++i)
     EXPECT_EQ(static_cast<int>(static_cast<unsigned char>(actual[i])), static_cast<int>(static_cast<unsigned char>(expected[i])))
         << "byte " << i;
 }
 
-TEST_F(SafetensorsTest, EmptyCheckpointIsJustAPaddedEmptyObject) {
+TEST_F(SafetensorsTest, EmptyCheckpointIsJustItsChecksum) {
   save_safetensors(path("empty.safetensors"), {});
-  EXPECT_EQ(read_file(path("empty.safetensors")), le64(8) + "{}      ");
+  EXPECT_EQ(read_file(path("empty.safetensors")),
+            le64(64) + R"({"__metadata__":{"weft.checksum":"xxh3-64:412f1275e10017f3"}})" + std::string(3, ' '));
   EXPECT_TRUE(load_safetensors(path("empty.safetensors")).tensors.empty());
+}
+
+// ---- checksums
+
+// Any byte of the data, a tensor's dtype (I32 and F32 have the same size) or a metadata value
+// changed after the save: refused naming the file. Without the checksum (another writer's file,
+// or weft's before it wrote one) the same file loads unchecked.
+TEST_F(SafetensorsTest, ChecksumRefusesAFileChangedAfterItWasSaved) {
+  const std::vector<std::pair<std::string, Tensor>> tensors = {{"w", Tensor::arange(256).view({16, 16})},
+                                                               {"ids", Tensor::arange(8, DType::i64)}};
+  auto fresh = [&](const std::string& name) {
+    save_safetensors(path(name), tensors, {{"weft.step", "3"}});
+    return path(name);
+  };
+  auto expect_refused = [&](const std::string& file) {
+    const std::string message = message_of<FormatError>([&] { load_safetensors(file); });
+    EXPECT_TRUE(contains(message, file + ": its bytes do not match the checksum weft wrote with them")) << message;
+  };
+  for (int64_t from_end : {int64_t{1}, int64_t{64}, int64_t{8 * 8 + 256 * 4}}) {  // the last, a middle and the first data byte
+    const std::string file = fresh(str("flip", from_end, ".safetensors"));
+    testing::flip_byte_from_end(file, from_end);
+    expect_refused(file);
+  }
+  const std::string retyped = fresh("retyped.safetensors");
+  testing::edit_safetensors_header(retyped, [](nlohmann::ordered_json& h) { h["w"]["dtype"] = "I32"; });
+  expect_refused(retyped);
+  const std::string restepped = fresh("restepped.safetensors");
+  testing::edit_safetensors_header(restepped, [](nlohmann::ordered_json& h) { h["__metadata__"]["weft.step"] = "4"; });
+  expect_refused(restepped);
+
+  const std::string unchecked = fresh("unchecked.safetensors");
+  testing::edit_safetensors_header(unchecked, [](nlohmann::ordered_json& h) { h["__metadata__"].erase(kChecksumKey); });
+  testing::flip_byte_from_end(unchecked, 1);
+  EXPECT_EQ(load_safetensors(unchecked).tensors.size(), 2u);
+
+  const std::string newer = fresh("newer.safetensors");
+  testing::edit_safetensors_header(newer, [](nlohmann::ordered_json& h) { h["__metadata__"][kChecksumKey] = "sha3:00"; });
+  const std::string message = message_of<FormatError>([&] { load_safetensors(newer); });
+  EXPECT_TRUE(contains(message, "weft.checksum is \"sha3:00\"; weft checks \"xxh3-64:...\"")) << message;
 }
 
 TEST_F(SafetensorsTest, LoadedTensorsBorrowTheMappingAndKeepItAlive) {
@@ -508,17 +552,18 @@ TEST_F(SafetensorsTest, IndependentReaderReadsWeftFiles) {
   if (!fs::exists(script) || std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "needs /usr/bin/python3 with torch and " << script;
 
-  save_safetensors(path("w.safetensors"),
-                   {{"weight", Tensor::arange(6).view({2, 3})},
-                    {"half", Tensor::from_vector({1.5, -2, 4}, {3}, DType::bf16)},
-                    {"mask", Tensor::from_vector({1, 0, 1}, {3}, DType::boolean)},
-                    {"ids", Tensor::from_vector({-5, 7}, {2}, DType::i64)},
-                    {"none", Tensor::empty({0, 3}, DType::f16)},
-                    {"scale", Tensor::scalar(2.25, DType::f64)},
-                    {"q", Tensor::from_vector({-128, 127, 3}, {3}, DType::i8)},
-                    {"pixels", Tensor::from_vector({255, 1}, {2}, DType::u8)},
-                    {"counts", Tensor::arange(4, DType::i32).view({2, 2}).t()}},
-                   {{"format", "pt"}});
+  const std::string checksum = save_safetensors(
+      path("w.safetensors"),
+      {{"weight", Tensor::arange(6).view({2, 3})},
+       {"half", Tensor::from_vector({1.5, -2, 4}, {3}, DType::bf16)},
+       {"mask", Tensor::from_vector({1, 0, 1}, {3}, DType::boolean)},
+       {"ids", Tensor::from_vector({-5, 7}, {2}, DType::i64)},
+       {"none", Tensor::empty({0, 3}, DType::f16)},
+       {"scale", Tensor::scalar(2.25, DType::f64)},
+       {"q", Tensor::from_vector({-128, 127, 3}, {3}, DType::i8)},
+       {"pixels", Tensor::from_vector({255, 1}, {2}, DType::u8)},
+       {"counts", Tensor::arange(4, DType::i32).view({2, 2}).t()}},
+      {{"format", "pt"}});
   const std::string output = path("reference.txt");
   std::string command = str("/usr/bin/python3 ", script.string(), " ", path("w.safetensors"), " > ", output, " 2>&1");
   ASSERT_EQ(std::system(command.c_str()), 0) << read_file(output);
@@ -533,7 +578,8 @@ TEST_F(SafetensorsTest, IndependentReaderReadsWeftFiles) {
             "mask bool [3] 2\n"
             "q int8 [3] 2\n"
             "pixels uint8 [2] 256\n"
-            "metadata format=pt\n");
+            "metadata format=pt\n"
+            "metadata weft.checksum=" + checksum + "\n");
 
   // And it refuses what weft refuses.
   std::string gap = write_with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(8, '\0'));

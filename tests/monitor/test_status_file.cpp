@@ -1,9 +1,11 @@
 // The statuses weft processes publish for `weft smi`: written while the publisher lives, removed
 // after, and a file left by a process that no longer runs (or by an earlier owner of a recycled
-// pid) skipped and removed by readers.
+// pid) skipped and removed by readers. Written only into a private directory, never through a
+// planted symlink; read as untrusted input.
 #include "weft/monitor/status_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "temp_dir.h"
 #include "weft/core/error.h"
 
 using namespace weft;
@@ -25,6 +28,7 @@ class StatusFileTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("weft_status_" + std::to_string(getpid()));
     fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::owner_all);
     setenv("WEFT_SMI_DIR", dir_.c_str(), 1);
   }
   void TearDown() override {
@@ -41,6 +45,8 @@ monitor::ProcessStatus status_of_this_process() {
   monitor::ProcessStatus s;
   s.pid = getpid();
   s.proc_start_ticks = monitor::process_start_ticks(s.pid).value();
+  s.started_unix_s = s.updated_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   s.command = "train";
   s.model = "mlp";
   s.progress_name = "step";
@@ -125,6 +131,127 @@ TEST_F(StatusFileTest, RemovingThePublishedStatusStopsItsWrites) {
   EXPECT_FALSE(fs::exists(publisher.path()));
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   EXPECT_FALSE(fs::exists(publisher.path()));
+}
+
+TEST_F(StatusFileTest, APublisherCreatesItsDirectoryAndFilePrivate) {
+  const fs::path fresh = dir_ / "fresh";
+  setenv("WEFT_SMI_DIR", fresh.c_str(), 1);
+  const monitor::StatusPublisher publisher("train", "mlp", "step");
+  struct stat directory, file;
+  ASSERT_EQ(::stat(fresh.c_str(), &directory), 0);
+  ASSERT_EQ(::stat(publisher.path().c_str(), &file), 0);
+  EXPECT_EQ(directory.st_mode & 0777, 0700u);
+  EXPECT_EQ(file.st_mode & 0777, 0600u);
+}
+
+// As weft made it before it was private: nobody else could write there, so it is made private.
+TEST_F(StatusFileTest, AnEarlierDirectoryOthersCouldOnlyReadIsMadePrivate) {
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);  // 0755
+  EXPECT_TRUE(monitor::why_not_private(dir_.string()).has_value());
+  const monitor::StatusPublisher publisher("train", "mlp", "step");
+  EXPECT_FALSE(publisher.path().empty());
+  EXPECT_EQ(fs::status(dir_).permissions(), fs::perms::owner_all);
+}
+
+TEST_F(StatusFileTest, ADirectoryOthersCanWriteIsNeitherWrittenNorRead) {
+  fs::permissions(dir_, fs::perms::all);  // 0777
+  {
+    const monitor::StatusPublisher publisher("train", "mlp", "step");
+    EXPECT_TRUE(publisher.path().empty());
+    EXPECT_TRUE(fs::is_empty(dir_));
+  }
+  write_status(status_of_this_process());
+  std::vector<std::string> skipped;
+  EXPECT_TRUE(monitor::read_statuses(dir_.string(), &skipped).empty());
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("has mode 777"), std::string::npos) << skipped[0];
+  // A symlink to a private directory is no private directory: whoever owns the link's directory
+  // could point it elsewhere.
+  weft::testing::TempDir elsewhere;
+  const fs::path link = elsewhere.file("link");
+  fs::permissions(dir_, fs::perms::owner_all);
+  fs::create_directory_symlink(dir_, link);
+  EXPECT_TRUE(monitor::why_not_private(link.string()).has_value());
+  EXPECT_FALSE(monitor::why_not_private(dir_.string()).has_value());
+}
+
+TEST_F(StatusFileTest, APlantedSymlinkAtTheTemporaryNameIsNotFollowed) {
+  weft::testing::TempDir elsewhere;
+  const std::string victim = elsewhere.file("victim");
+  std::ofstream(victim) << "precious";
+  const fs::path temporary = dir_ / (std::to_string(getpid()) + ".json.tmp");
+  fs::create_symlink(victim, temporary);
+  {
+    const monitor::StatusPublisher publisher("train", "mlp", "step");
+    ASSERT_FALSE(publisher.path().empty());
+    ASSERT_EQ(monitor::read_statuses(dir_.string()).size(), 1u);  // the constructor writes once
+  }
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(temporary)));
+}
+
+// Whatever is in the directory, the reader returns at once, lists only a live weft process of
+// this user's, and says what it skipped.
+TEST_F(StatusFileTest, HostileFilesAreSkippedPromptlyWithANote) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string mine = (dir_ / (std::to_string(getpid()) + ".json")).string();
+  ASSERT_EQ(::mkfifo((dir_ / "x.json").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo(mine.c_str(), 0600), 0);
+  std::vector<std::string> skipped;
+  EXPECT_TRUE(monitor::read_statuses(dir_.string(), &skipped).empty());
+  ASSERT_EQ(skipped.size(), 1u);  // x.json is not a pid's name and is not opened at all
+  EXPECT_NE(skipped[0].find("found a FIFO"), std::string::npos) << skipped[0];
+  fs::remove(mine);
+
+  std::ofstream(mine) << std::string(40 << 20, '[');
+  skipped.clear();
+  EXPECT_TRUE(monitor::read_statuses(dir_.string(), &skipped).empty());
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("more than the 65536 bytes"), std::string::npos) << skipped[0];
+  fs::remove(mine);
+
+  weft::testing::TempDir elsewhere;
+  std::ofstream(elsewhere.file("status.json")) << status_of_this_process().to_json().dump();
+  fs::create_symlink(elsewhere.file("status.json"), mine);
+  skipped.clear();
+  EXPECT_TRUE(monitor::read_statuses(dir_.string(), &skipped).empty());
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("found a symlink"), std::string::npos) << skipped[0];
+  fs::remove(mine);
+
+  const auto with = [](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json j = status_of_this_process().to_json();
+    j[key] = value;
+    return j;
+  };
+  for (const nlohmann::json& bad : {with("started_unix_s", -1e308), with("updated_unix_s", nullptr),
+                                    with("rss_bytes", -(int64_t{8} << 50)), with("progress", 1e300),
+                                    with("model", std::string(2000, 'm')), with("pid", getppid())}) {
+    std::ofstream(mine) << bad.dump();
+    skipped.clear();
+    EXPECT_TRUE(monitor::read_statuses(dir_.string(), &skipped).empty()) << bad.dump();
+    EXPECT_EQ(skipped.size(), 1u) << bad.dump();
+    fs::remove(mine);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// /proc/<pid>/stat is world-readable, so a file can claim any process with its true start time;
+// the process must also be this user's and run weft.
+TEST_F(StatusFileTest, AClaimOnAnotherProgramsProcessIsNotListed) {
+  monitor::ProcessStatus init = status_of_this_process();
+  init.pid = 1;
+  init.proc_start_ticks = monitor::process_start_ticks(1).value();
+  init.started_unix_s = init.updated_unix_s;  // after pid 1 began
+  write_status(init);
+  EXPECT_FALSE(monitor::is_alive(init));
+  EXPECT_TRUE(monitor::read_statuses(dir_.string()).empty());
+  EXPECT_TRUE(monitor::is_alive(status_of_this_process()));  // weft_tests counts as weft
+  monitor::ProcessStatus early = status_of_this_process();
+  early.started_unix_s = 1;  // before this process began
+  EXPECT_FALSE(monitor::is_alive(early));
 }
 
 TEST(StatusJson, AStatusWithoutItsFieldsIsAFormatError) {

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -17,6 +18,7 @@
 
 #include "weft/core/flag_value.h"
 #include "weft/core/suggest.h"
+#include "weft/io/atomic_file.h"
 #include "weft/memory/planner.h"
 
 namespace weft::cli {
@@ -61,6 +63,17 @@ CLI::Option* parameter_count_flag(CLI::App* app, const std::string& name, Target
 inline CLI::Validator not_empty() {
   return CLI::Validator(
       [](const std::string& value) -> std::string { return value.empty() ? "must not be empty, got ''" : ""; }, "");
+}
+
+// Refuses the file a flag names for writing before any work is done, in the one format:
+//     weft: --out /dev/null: is a character device; weft writes only regular files
+// (io::why_not_replaceable; mark the command's inputs first). An existing file is replaced only
+// when `overwrite` says so.
+inline void check_output_file(const std::string& flag, const std::string& path, bool overwrite = true) {
+  if (const std::optional<std::string> why = io::why_not_replaceable(path)) throw ValueError(str(flag, " ", path, ": ", *why));
+  std::error_code error;
+  WEFT_CHECK(overwrite || !std::filesystem::exists(path, error), ValueError, flag, " ", path,
+             ": exists already; pass --overwrite to replace it");
 }
 
 // For ->check(): a flag that takes one of `names`, refused as "--model: must be one of mlp, cnn,

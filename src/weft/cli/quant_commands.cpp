@@ -34,7 +34,7 @@ struct QuantizeOptions {
   uint64_t seed = 0;
   std::string dataset, data_dir;  // "": the checkpoint's data set, its default directory
   int threads = 0;
-  bool json = false;
+  bool json = false, overwrite = false;
 };
 
 // The first `count` batches of a seeded shuffle of the training split: the calibration set.
@@ -58,6 +58,8 @@ std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const infer::L
 void quantize(const QuantizeOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const std::string source = infer::model_file(o.checkpoint);
+  io::mark_as_input(source);
+  check_output_file("--out", o.out, o.overwrite);
   infer::LoadedModel loaded = infer::load_model(source, {.dataset = o.dataset});
   WEFT_CHECK(loaded.scheme == "none", ValueError, source, " is already quantized (", loaded.scheme,
              "); quantize the f32 checkpoint that weft train wrote");
@@ -121,6 +123,7 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   q->add_option("checkpoint,--checkpoint", o->checkpoint, "model.safetensors or the checkpoint directory holding it")
       ->required()->check(not_empty());
   q->add_option("--out", o->out, "the quantized .safetensors file to write")->required()->check(not_empty());
+  q->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
   auto int8 = q->add_flag("--int8", o->int8, "int8 weights per output channel; u8 activations per tensor");
   auto int4 = q->add_flag("--int4", o->int4, "int4 weights of Linear layers in groups; f32 activations");
   int8->excludes(int4);

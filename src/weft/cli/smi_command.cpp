@@ -2,6 +2,7 @@
 // GPUs through NVML) and of every running weft process, from the statuses they publish
 // (monitor/status_file.h). `--watch SECONDS` redraws like `watch nvidia-smi`; `--json` prints one
 // object per view.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -35,6 +36,7 @@ struct View {
   monitor::MachineStats machine;
   monitor::GpuReport gpus;
   std::vector<monitor::ProcessStatus> processes;
+  std::vector<std::string> skipped;  // status files not listed, and why
   double taken_unix_s = 0;
 };
 
@@ -42,7 +44,7 @@ View take_view() {
   View v;
   v.machine = monitor::sample_machine(kUtilisationInterval);
   v.gpus = monitor::query_gpus();
-  v.processes = monitor::read_statuses(monitor::status_directory());
+  v.processes = monitor::read_statuses(monitor::status_directory(), &v.skipped);
   v.taken_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return v;
 }
@@ -65,6 +67,7 @@ nlohmann::json to_json(const View& v) {
           {"ram", {{"used_bytes", v.machine.ram_used_bytes}, {"total_bytes", v.machine.ram_total_bytes}}},
           {"gpu", {{"available", v.gpus.available}, {"note", v.gpus.note}, {"devices", gpus}}},
           {"processes", processes},
+          {"skipped", v.skipped},
           {"time_unix_s", v.taken_unix_s}};
 }
 
@@ -74,8 +77,32 @@ std::string printed(const char* format, auto... values) {
   return buffer;
 }
 
+// A status file's text, written by whoever could write it, shown so that it cannot drive the
+// terminal: C0 controls, DEL, C1 controls (U+0080 to U+009F) and bytes that are not UTF-8 become
+// \xNN; other UTF-8 passes.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = byte < 0x80 ? 1 : byte >= 0xc2 && byte < 0xe0 ? 2 : byte >= 0xe0 && byte < 0xf0 ? 3 : byte >= 0xf0 && byte < 0xf5 ? 4 : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (size_t k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    // Overlong and surrogate forms are left to the terminal to reject; C1 controls are U+0080..U+009F.
+    const bool control = byte < 0x20 || byte == 0x7f || (byte == 0xc2 && valid && static_cast<unsigned char>(text[i + 1]) < 0xa0);
+    if (!valid || control) {
+      for (size_t k = 0; k < (valid ? length : 1); ++k) out += printed("\\x%02x", static_cast<unsigned char>(text[i + k]));
+      i += valid ? length : 1;
+      continue;
+    }
+    out.append(text, i, length);
+    i += length;
+  }
+  return out;
+}
+
 std::string elapsed(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
+  // A status published a moment after the view was taken is 0 seconds old, not negative.
+  const auto s = static_cast<int64_t>(std::max(seconds, 0.0));
   return printed("%lld:%02lld:%02lld", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60),
                  static_cast<long long>(s % 60));
 }
@@ -102,16 +129,17 @@ void print_table(const View& v, std::ostream& out) {
     out << "GPU " << g.index << " " << g.name << "  " << format_bytes(g.memory_used_bytes) << " / "
         << format_bytes(g.memory_total_bytes) << printed("  %d%% util", g.utilisation_percent) << "\n";
   out << "\n";
+  for (const std::string& note : v.skipped) out << "note: " << printable(note) << "\n";
   if (v.processes.empty()) {
-    out << "no running weft processes (statuses in " << monitor::status_directory() << ")\n";
+    out << "no running weft processes (statuses in " << printable(monitor::status_directory()) << ")\n";
     return;
   }
   out << printed("%-8s %-8s %-12s %-16s %10s %10s %10s %10s %5s %9s\n", "PID", "COMMAND", "MODEL", "PROGRESS", "RSS",
                  "ALLOCATED", "RESERVED", "PEAK", "OOMS", "UPTIME");
   for (const monitor::ProcessStatus& p : v.processes) {
-    const std::string progress = p.progress_name + " " + std::to_string(p.progress);
+    const std::string progress = printable(p.progress_name) + " " + std::to_string(p.progress);
     out << printed("%-8lld %-8s %-12s %-16s %10s %10s %10s %10s %5lld %9s\n", static_cast<long long>(p.pid),
-                   p.command.c_str(), p.model.c_str(), progress.c_str(), format_bytes(p.rss_bytes).c_str(),
+                   printable(p.command).c_str(), printable(p.model).c_str(), progress.c_str(), format_bytes(p.rss_bytes).c_str(),
                    format_bytes(p.allocated_bytes).c_str(), format_bytes(p.reserved_bytes).c_str(),
                    format_bytes(p.peak_allocated_bytes).c_str(), static_cast<long long>(p.num_ooms),
                    elapsed(v.taken_unix_s - p.started_unix_s).c_str());

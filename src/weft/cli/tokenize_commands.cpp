@@ -30,6 +30,7 @@ Corpus read_corpus(const std::vector<std::string>& paths, const std::string& sep
   Corpus corpus;
   corpus.files = data::expand_text_paths(paths.empty() ? std::vector<std::string>{data::kFortunesDir} : paths);
   for (const std::string& file : corpus.files) {
+    io::mark_as_input(file);
     int64_t k = 0;
     for (std::string& document : data::read_text_documents(file, separator)) {
       corpus.bytes += static_cast<int64_t>(document.size());
@@ -49,6 +50,7 @@ std::string fixed(double value, int digits) {
 void train_tokenizer(const std::vector<std::string>& paths, const data::SentencePieceOptions& options,
                      const std::string& separator, const std::string& out, bool json) {
   Corpus corpus = read_corpus(paths, separator);
+  check_output_file("--out", out);
   auto start = std::chrono::steady_clock::now();
   data::SentencePieceTokenizer tokenizer = data::train_sentencepiece(corpus.documents, options, corpus.names);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -81,6 +83,7 @@ void encode_text(const std::vector<std::string>& paths, const std::string& token
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   WEFT_CHECK(!ec, IOError, "cannot create directory '", out_dir, "': ", ec.message());
+  for (const char* shard : {"/train.bin", "/val.bin"}) check_output_file("--out", out_dir + shard);
   // Beside the shards, so that weft train --data OUT_DIR finds the tokenizer that made them.
   infer::save_tokenizer(*tokenizer, out_dir);
   nlohmann::json result = {{"tokenizer", tokenizer->identity()}, {"vocab_size", tokenizer->vocab_size()},

@@ -19,6 +19,7 @@
 #include "weft/dist/world.h"
 #include "weft/infer/load.h"
 #include "weft/infer/metadata.h"
+#include "weft/io/checkpoint_dir.h"
 #include "weft/io/sharded_checkpoint.h"
 #include "weft/monitor/progress.h"
 #include "weft/monitor/status_file.h"
@@ -68,7 +69,7 @@ void train(const train::TrainOptions& options, bool json) {
         sharded ? shell_quote(io::consolidated_file(options.out_dir)) : out;
     std::cout << "checkpoint: " << out << (sharded ? ", one shard per rank" : "")
               << "; metrics.jsonl and TensorBoard events beside it\n";
-    if (sharded) std::cout << "  merge:     " << weft << " ckpt consolidate " << out << " --out " << model << "\n";
+    if (sharded) std::cout << "  merge:     " << io::consolidate_command(options.out_dir) << "\n";
     if (options.is_image_task())
       std::cout << "  evaluate:  " << weft << " eval --checkpoint " << model << "\n";
     else
@@ -342,6 +343,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
 
   auto sharded = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
+  auto overwrite = std::make_shared<bool>(false);
   CLI::App* c = app.add_subcommand("ckpt", "checkpoint tools: consolidate");
   c->require_subcommand(1);
   CLI::App* consolidate = c->add_subcommand(
@@ -349,8 +351,15 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   consolidate->add_option("checkpoint,--checkpoint", *sharded, "the sharded checkpoint directory")->required()->check(not_empty());
   consolidate->add_option("--out", *out, "the .safetensors file to write (weft eval --checkpoint FILE reads it)")
       ->required()->check(not_empty());
-  consolidate->callback([&run, sharded, out] {
+  consolidate->add_flag("--overwrite", *overwrite, "replace --out if it exists");
+  consolidate->callback([&run, sharded, out, overwrite] {
     run = [=] {
+      // The shards, through DIR's links and in the current step directory (a layout older than
+      // step directories holds them in DIR itself).
+      std::error_code error;
+      for (const std::string& dir : {*sharded, io::current_checkpoint(*sharded)})
+        for (const auto& entry : std::filesystem::directory_iterator(dir, error)) io::mark_as_input(entry.path().string());
+      check_output_file("--out", *out, *overwrite);
       train::consolidate_checkpoint(*sharded, *out);
       std::cout << "wrote " << *out << "\n";
     };

@@ -24,15 +24,16 @@ DType weights_dtype(const nn::StateDict& state, const std::string& file) {
   return first ? first->second : DType::f32;
 }
 
-// `model` with `weights` copied in, in the weights' own dtype.
+// The dtype a model runs in: bf16 weights (weft's own low-precision models) as saved; f32, and any
+// other floating dtype a foreign file holds (PyTorch's f64 or f16), in f32, which load_state_dict
+// converts them to: weft's kernels and autocast take f32 and bf16 models.
+DType model_dtype(DType saved) { return saved == DType::bf16 ? DType::bf16 : DType::f32; }
+
+// `model` with `weights` copied in, converted to `dtype`.
 void load_into(nn::Module& model, const Weights& weights, const std::string& file, DType dtype) {
+  check_fit(model, weights.model_name.empty() ? "model" : weights.model_name, weights.state, file);
   if (dtype != DType::f32) model.to(dtype);
-  try {
-    model.load_state_dict(weights.state);
-  } catch (const Error& e) {  // a missing or unexpected tensor, a wrong shape
-    throw FormatError(str(file, ": the tensors do not fit a ", weights.model_name.empty() ? "model" : weights.model_name,
-                          ": ", e.what()));
-  }
+  model.load_state_dict(weights.state);
   model.eval();
 }
 
@@ -67,7 +68,7 @@ void load_gpt(LoadedModel& loaded, const std::string& path, const LoadOptions& o
   SavedGPT saved = read_saved_gpt(path);
   loaded.tokenizer = tokenizer_for(saved, options.tokenizer);
   Weights weights = load_weights(loaded.file);
-  loaded.dtype = weights_dtype(weights.state, loaded.file);
+  loaded.dtype = model_dtype(weights_dtype(weights.state, loaded.file));
   loaded.gpt = std::make_shared<nn::GPT>(saved.config);
   load_into(*loaded.gpt, weights, loaded.file, loaded.dtype);
   loaded.model = loaded.gpt;
@@ -75,6 +76,23 @@ void load_gpt(LoadedModel& loaded, const std::string& path, const LoadOptions& o
 }
 
 }  // namespace
+
+void check_fit(const nn::Module& model, const std::string& kind, const nn::StateDict& tensors, const std::string& file) {
+  const nn::StateDict own = model.state_dict();
+  const std::string prefix = str(file, ": the tensors do not fit a ", kind, ": ");
+  auto described = [](const Tensor& t) { return str(dtype_name(t.dtype()), " ", shape_str(t.shape())); };
+  for (const auto& [name, expected] : own) {
+    WEFT_CHECK(tensors.contains(name), FormatError, prefix, "it has no '", name, "' (the model's is ", described(expected), ")");
+    const Tensor& found = tensors.at(name);
+    WEFT_CHECK(found.shape() == expected.shape(), FormatError, prefix, "'", name, "' is ", shape_str(found.shape()),
+               ", the model's is ", shape_str(expected.shape()));
+    WEFT_CHECK(is_floating(expected.dtype()) ? is_floating(found.dtype()) : found.dtype() == expected.dtype(), FormatError,
+               prefix, "'", name, "' is ", dtype_name(found.dtype()), ", the model's is ", dtype_name(expected.dtype()),
+               is_floating(expected.dtype()) ? " (a floating dtype)" : "");
+  }
+  for (const auto& [name, found] : tensors)
+    WEFT_CHECK(own.contains(name), FormatError, prefix, "'", name, "' (", described(found), ") is not one of the model's tensors");
+}
 
 Weights load_weights(const std::string& path) {
   io::SafetensorsFile loaded = io::load_safetensors(model_file(path));
@@ -113,7 +131,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   } else {
     Weights weights = load_weights(loaded.file);
     weights.model_name = loaded.kind;
-    loaded.dtype = weights_dtype(weights.state, loaded.file);
+    loaded.dtype = model_dtype(weights_dtype(weights.state, loaded.file));
     loaded.model = nn::make_image_classifier(loaded.kind);
     load_into(*loaded.model, weights, loaded.file, loaded.dtype);
   }

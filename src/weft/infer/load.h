@@ -8,7 +8,8 @@
 //
 // `path` is a checkpoint directory (its model.safetensors) or a .safetensors file; the metadata
 // keys are those of infer/metadata.h. Invariants of a LoadedModel: the model is in eval mode and
-// its weights are all of `dtype` (quantized models: their f32 scales, biases and activations);
+// its weights are all of `dtype`, f32 or bf16 (a file's f64 or f16 weights are converted to f32;
+// quantized models: their f32 scales, biases and activations);
 // a classifier's input is `dtype` [N, *input_shape] normalised with `normalization`
 // (classifier_input makes it from raw pixels); a GPT's input is i64 token ids [B, T] with
 // T <= input_shape[0], and `tokenizer` is the one it was trained with. Loading either returns all
@@ -38,6 +39,12 @@ struct Weights {
   std::map<std::string, std::string> metadata;  // all of the file's
 };
 Weights load_weights(const std::string& path);
+
+// Whether `tensors`, read from `file`, are the state of `model` (a `kind`): each of its tensors and
+// nothing else, each of its shape, of a floating dtype where the model's is floating and of its
+// dtype otherwise (floating weights convert as they load). FormatError otherwise, one line naming
+// the file, the tensor, and what the model has against what the file holds.
+void check_fit(const nn::Module& model, const std::string& kind, const nn::StateDict& tensors, const std::string& file);
 
 struct LoadOptions {
   // ({} initialisers so that designated initialisers may leave any of them out.)

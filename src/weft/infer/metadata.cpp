@@ -56,8 +56,7 @@ std::string model_file(const std::string& path) {
   const std::string current = io::current_checkpoint(path);
   const std::string merged = io::consolidated_file(path);
   WEFT_CHECK(!io::is_sharded_checkpoint(current), ValueError, path, " is a sharded checkpoint, one shard per rank; "
-             "merge it into one file with ", shell_quote(program_name()), " ckpt consolidate ", shell_quote(path),
-             " --out ", shell_quote(merged), " and pass ", shell_quote(merged));
+             "merge it into one file with ", io::consolidate_command(path), " and pass ", shell_quote(merged));
   return (fs::path(current) / "model.safetensors").string();
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "weft/core/error.h"
 #include "weft/io/fault.h"
@@ -18,6 +22,9 @@
 namespace weft::io {
 
 namespace {
+
+std::mutex inputs_mutex;
+std::set<std::pair<dev_t, ino_t>> inputs;
 
 // Unique per process and per call, so two threads (or two processes) saving the same path at
 // once never write into one temporary.
@@ -60,13 +67,57 @@ void sync_directory_of(const std::string& path) {
     throw IOError(str("wrote ", path, " but cannot sync its directory ", dir.string(), ": ", std::strerror(error)));
 }
 
+void refuse_unless_replaceable(const std::string& path) {
+  if (const std::optional<std::string> why = why_not_replaceable(path)) throw IOError(str("cannot write ", path, ": ", *why));
+}
+
 }  // namespace
 
+std::optional<std::string> why_not_writable_directory(const std::string& dir) {
+  struct stat info;
+  if (::stat(dir.c_str(), &info) != 0) return std::nullopt;  // nothing to protect: creating in it fails and says why
+  if (!S_ISDIR(info.st_mode)) return str("is ", file_kind(info.st_mode), ", not a directory");
+  if (info.st_uid != ::geteuid() && info.st_uid != 0)
+    return str("the directory ", dir, " belongs to another user (uid ", info.st_uid,
+               "), who could replace what is written there; write into a directory of your own");
+  return std::nullopt;
+}
+
+std::optional<std::string> why_not_replaceable(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    struct stat link;
+    const bool symlink = ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+    if (!S_ISREG(info.st_mode))
+      return str(symlink ? "is a symlink to " : "is ", file_kind(info.st_mode), "; weft writes only regular files");
+    const std::lock_guard<std::mutex> lock(inputs_mutex);
+    if (inputs.contains({info.st_dev, info.st_ino}))
+      return std::string("is a file this command reads; write to another path");
+  } else if (errno != ENOENT) {  // a dangling symlink is ENOENT: the rename replaces the link
+    return std::string(std::strerror(errno));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return why_not_writable_directory(dir.empty() ? "." : dir);
+}
+
+void mark_as_input(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return;
+  const std::lock_guard<std::mutex> lock(inputs_mutex);
+  inputs.insert({info.st_dev, info.st_ino});
+}
+
 void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write) {
+  refuse_unless_replaceable(path);
   remove_dead_temporaries(path);
   const std::string temporary = temporary_path_for(path);
-  int fd = should_fail("create", temporary) ? (errno = ENOSPC, -1)
-                                            : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  // The name is this process's: what is there was left by an earlier process with the same pid,
+  // or planted by someone who guessed the name. It goes, and O_EXCL | O_NOFOLLOW make the create
+  // fail rather than write through whatever appears there again.
+  ::unlink(temporary.c_str());
+  int fd = should_fail("create", temporary)
+               ? (errno = ENOSPC, -1)
+               : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd < 0)
     throw IOError(str("cannot write ", path, ": cannot create the temporary file ", temporary, ": ", std::strerror(errno)));
   std::FILE* file = ::fdopen(fd, "wb");
@@ -99,6 +150,14 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
   else if (should_fail("fsync", temporary)) error = ENOSPC;
   else if (::fsync(::fileno(file)) != 0) error = errno;
   if (std::fclose(file) != 0 && error == 0) error = errno;
+  if (error == 0) {
+    try {
+      refuse_unless_replaceable(path);  // again: the write may have taken long enough for the path to change
+    } catch (const IOError&) {
+      ::unlink(temporary.c_str());
+      throw;
+    }
+  }
   if (error == 0 && should_fail("rename", path)) error = ENOSPC;
   if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
   if (error != 0) {

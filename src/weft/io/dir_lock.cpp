@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,8 +28,17 @@ std::string holder_of(int fd) {
 
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& activity) {
   const std::string path = (std::filesystem::path(dir) / kFileName).string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // The lock file is truncated and written: a symlink planted there (to any file) is not
+  // followed, and anything but a regular file (a FIFO, a device) is refused before a write.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == ELOOP) throw IOError(str("cannot lock ", dir, ": ", path, " is a symlink"));
   if (fd_ < 0) throw IOError(str("cannot create the lock file ", path, ": ", std::strerror(errno)));
+  struct stat info;
+  if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw IOError(str("cannot lock ", dir, ": ", path, " is not a regular file"));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     const std::string holder = error == EWOULDBLOCK ? holder_of(fd_) : "";

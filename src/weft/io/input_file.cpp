@@ -11,18 +11,16 @@
 
 namespace weft::io {
 
-namespace {
-
-const char* kind_of(mode_t mode) {
+const char* file_kind(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
   return "not a regular file";
 }
-
-}  // namespace
 
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
@@ -30,11 +28,13 @@ uint64_t physical_memory_bytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 }
 
-InputFile::InputFile(const std::string& path, uint64_t max_bytes) : path_(path) {
+InputFile::InputFile(const std::string& path, uint64_t max_bytes, Symlinks symlinks) : path_(path) {
   WEFT_CHECK(!path.empty(), IOError, "cannot open an input file with an empty name");
   // O_NONBLOCK so that opening a FIFO returns at once (to be refused below) instead of waiting
   // for a writer; it changes nothing for a regular file.
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (symlinks == Symlinks::refuse ? O_NOFOLLOW : 0));
+  if (fd_ < 0 && errno == ELOOP && symlinks == Symlinks::refuse)
+    throw IOError(str("cannot read ", path, ": expected a regular file, found a symlink"));
   if (fd_ < 0) throw IOError(str("cannot open ", path, ": ", std::strerror(errno)));
   struct stat info;
   if (::fstat(fd_, &info) != 0) {
@@ -44,7 +44,7 @@ InputFile::InputFile(const std::string& path, uint64_t max_bytes) : path_(path) 
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd_);
-    throw IOError(str("cannot read ", path, ": expected a regular file, found ", kind_of(info.st_mode)));
+    throw IOError(str("cannot read ", path, ": expected a regular file, found ", file_kind(info.st_mode)));
   }
   size_ = static_cast<uint64_t>(info.st_size);
   if (size_ > max_bytes) {

@@ -18,11 +18,17 @@ namespace weft::io {
 // The machine's RAM: no file weft reads into memory may be larger.
 uint64_t physical_memory_bytes();
 
+// What `mode` (a stat st_mode) is, for a message: "a FIFO", "a character device", ...
+const char* file_kind(unsigned mode);
+
+enum class Symlinks { follow, refuse };
+
 class InputFile {
  public:
   // Opens `path` for reading if it is a regular file of at most `max_bytes` bytes (a bound the
-  // caller knows for its format; physical memory when the whole file will be held).
-  InputFile(const std::string& path, uint64_t max_bytes);
+  // caller knows for its format; physical memory when the whole file will be held). With
+  // Symlinks::refuse, a symlink is refused too (O_NOFOLLOW), for a directory others could write.
+  InputFile(const std::string& path, uint64_t max_bytes, Symlinks symlinks = Symlinks::follow);
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;

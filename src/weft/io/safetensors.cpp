@@ -5,14 +5,17 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include "weft/core/error.h"
 #include "weft/io/atomic_file.h"
@@ -65,16 +68,35 @@ std::string quoted(const std::string& text) {
   return Json(text).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+constexpr std::string_view kChecksumAlgorithm = "xxh3-64:";
+
+// What the header says, in one unambiguous form (each string prefixed by its length), hashed: the
+// seed of the checksum, whose JSON may be spaced or ordered otherwise by another writer.
+uint64_t header_hash(const std::vector<TensorInfo>& tensors, const std::map<std::string, std::string>& metadata) {
+  std::string text;
+  auto add = [&](const std::string& s) { text += str(s.size(), ':', s, ' '); };
+  for (const TensorInfo& t : tensors) {
+    add(t.name);
+    text += str(code_of(t.dtype), ' ', shape_str(t.shape), ' ', t.begin, ' ', t.end, '\n');
+  }
+  for (const auto& [key, value] : metadata) {
+    if (key == kChecksumKey) continue;
+    add(key);
+    add(value);
+  }
+  return XXH3_64bits(text.data(), text.size());
+}
+
+std::string checksum_text(uint64_t hash) {
+  char digits[17];
+  std::snprintf(digits, sizeof digits, "%016llx", static_cast<unsigned long long>(hash));
+  return str(kChecksumAlgorithm, digits);
+}
+
 }  // namespace
 
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+std::string save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  Json header = Json::object();
-  if (!metadata.empty()) {
-    Json entries = Json::object();
-    for (const auto& [key, value] : metadata) entries[key] = value;
-    header[kMetadataKey] = std::move(entries);
-  }
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
     WEFT_CHECK(!name.empty(), ValueError, "save_safetensors ", path, ": a tensor has an empty name");
@@ -95,19 +117,35 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::stable_sort(data_order.begin(), data_order.end(), [&](size_t a, size_t b) {
     return tensors[a].second.element_size() > tensors[b].second.element_size();
   });
-  std::vector<uint64_t> begin(tensors.size());
+  std::vector<TensorInfo> infos(tensors.size());
   uint64_t offset = 0;
   for (size_t i : data_order) {
-    begin[i] = offset;
-    offset += tensors[i].second.nbytes();
-  }
-  for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& tensor = tensors[i].second;
+    infos[i] = {.name = tensors[i].first, .dtype = tensor.dtype(), .shape = tensor.shape(), .begin = offset,
+                .end = offset + tensor.nbytes()};
+    offset = infos[i].end;
+  }
+
+  std::map<std::string, std::string> recorded = metadata;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), XXH3_freeState);
+  XXH3_64bits_reset_withSeed(hash.get(), header_hash(infos, recorded));
+  for (size_t i : data_order) {
+    const Tensor packed = tensors[i].second.contiguous_untracked();
+    if (packed.nbytes() > 0) XXH3_64bits_update(hash.get(), packed.data_ptr(), packed.nbytes());
+  }
+  const std::string checksum = checksum_text(XXH3_64bits_digest(hash.get()));
+  recorded[kChecksumKey] = checksum;
+
+  Json header = Json::object();
+  Json entries = Json::object();
+  for (const auto& [key, value] : recorded) entries[key] = value;
+  header[kMetadataKey] = std::move(entries);
+  for (const TensorInfo& info : infos) {
     Json entry = Json::object();
-    entry["dtype"] = code_of(tensor.dtype());
-    entry["shape"] = tensor.shape();
-    entry["data_offsets"] = Json::array({begin[i], begin[i] + tensor.nbytes()});
-    header[tensors[i].first] = std::move(entry);
+    entry["dtype"] = code_of(info.dtype);
+    entry["shape"] = info.shape;
+    entry["data_offsets"] = Json::array({info.begin, info.end});
+    header[info.name] = std::move(entry);
   }
 
   std::string text;
@@ -130,6 +168,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
       std::fwrite(packed.data_ptr(), 1, packed.nbytes(), file);
     }
   });
+  return checksum;
 }
 
 namespace {
@@ -267,6 +306,18 @@ SafetensorsHeader parse_header(const std::string& path, std::string_view text, u
   return header;
 }
 
+void verify_checksum(const std::string& path, const SafetensorsHeader& header, const unsigned char* data,
+                     uint64_t data_size) {
+  auto recorded = header.metadata.find(kChecksumKey);
+  if (recorded == header.metadata.end()) return;
+  WEFT_CHECK(recorded->second.starts_with(kChecksumAlgorithm), FormatError, path, ": ", kChecksumKey, " is ",
+             quoted(recorded->second), "; weft checks \"", kChecksumAlgorithm, "...\" (was it written by a newer weft?)");
+  const std::string computed = checksum_text(XXH3_64bits_withSeed(data, data_size, header_hash(header.tensors, header.metadata)));
+  WEFT_CHECK(recorded->second == computed, FormatError, path, ": its bytes do not match the checksum weft wrote with ",
+             "them (", kChecksumKey, " ", quoted(recorded->second), ", the file hashes to ", computed,
+             "): it was altered or damaged since it was saved");
+}
+
 // C++ reads a bool byte other than 0 or 1 as undefined behaviour, so such a file is refused
 // rather than handed to kernels.
 void check_bool_bytes(const std::string& path, const TensorInfo& info, const unsigned char* bytes) {
@@ -304,6 +355,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   SafetensorsHeader header =
       parse_header(path, std::string_view(reinterpret_cast<const char*>(bytes) + 8, length), size - 8 - length);
   unsigned char* data = bytes + header.data_start;
+  verify_checksum(path, header, data, size - header.data_start);
   for (const TensorInfo& info : header.tensors) check_bool_bytes(path, info, data + info.begin);
 
   SafetensorsFile loaded;

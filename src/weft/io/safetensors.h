@@ -15,6 +15,13 @@
 // rule, which keeps a file from hiding a second file inside it); BOOL bytes are 0 or 1. Files are
 // checked whole before any tensor is built, so a load either returns everything or throws.
 //
+// Checksums: weft's writer records one in the metadata, "weft.checksum": "xxh3-64:<16 hex digits>",
+// XXH3's 64-bit hash of what the file says (every tensor's name, dtype, shape and byte range, and
+// the other metadata, in a form of weft's own) and then of the data section. A load verifies it,
+// one pass over the bytes, and refuses a file whose bytes no longer hash to it (FormatError naming
+// the file): a flipped bit, a tensor retyped I32 for F32 (the same size), an edited value. Files
+// without the key (other writers', weft's before it wrote one) load unchecked.
+//
 // Loading is zero-copy: the file is mmap'd copy-on-write and each tensor borrows its bytes from
 // the mapping, which is unmapped when the last such tensor dies. Writing to a loaded tensor
 // changes only this process's copy of that page, never the file. (A tensor whose bytes are not
@@ -36,8 +43,10 @@ namespace weft::io {
 // the tensors in the given order; the data section holds them largest element size first (the
 // reference writer's layout), so that each starts aligned and loads in place. Non-contiguous
 // tensors are written as their row-major values. Names must be unique, non-empty and not
-// "__metadata__" (ValueError otherwise).
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+// "__metadata__" (ValueError otherwise). Records the checksum, replacing any weft.checksum in
+// `metadata`, and returns it.
+inline constexpr const char* kChecksumKey = "weft.checksum";
+std::string save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 struct SafetensorsFile {

@@ -1,8 +1,10 @@
 #include "weft/io/sharded_checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "weft/core/program.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/input_file.h"
 #include "weft/io/json.h"
@@ -49,7 +51,29 @@ Shape entry_shape(const nlohmann::json& entry, const std::string& where) {
 const nlohmann::json& index_tensors(const nlohmann::json& index, const std::string& index_path) {
   const nlohmann::json& tensors = json_field(index, "tensors", index_path);
   WEFT_CHECK(tensors.is_object(), FormatError, index_path, ": \"tensors\" must be an object");
+  WEFT_CHECK(!tensors.empty(), FormatError, index_path, ": \"tensors\" is empty; a checkpoint holds its model's "
+             "tensors");
   return tensors;
+}
+
+DType entry_dtype(const nlohmann::json& entry, const std::string& where) {
+  const std::string name = json_string(entry, "dtype", where);
+  try {
+    return dtype_from_name(name);
+  } catch (const DTypeError& e) {
+    throw FormatError(str(where, ": \"dtype\" ", e.what()));
+  }
+}
+
+// The checksum the index records for each rank's shard; empty for an index written before them.
+std::vector<std::string> index_checksums(const nlohmann::json& index, const std::string& index_path, int64_t ranks) {
+  if (!index.contains("checksums")) return {};
+  const nlohmann::json& checksums = index["checksums"];
+  WEFT_CHECK(checksums.is_array() && std::ssize(checksums) == ranks &&
+                 std::all_of(checksums.begin(), checksums.end(), [](const nlohmann::json& c) { return c.is_string(); }),
+             FormatError, index_path, ": \"checksums\" must hold a string for each of its ", ranks, " ranks, found ",
+             json_excerpt(checksums));
+  return checksums.get<std::vector<std::string>>();
 }
 
 }  // namespace
@@ -67,14 +91,23 @@ std::string consolidated_file(const std::string& dir) {
   return path.string() + ".safetensors";
 }
 
+std::string consolidate_command(const std::string& dir) {
+  const std::string merged = consolidated_file(dir);
+  std::error_code error;
+  return str(shell_quote(program_name()), " ckpt consolidate ", shell_quote(dir), " --out ", shell_quote(merged),
+             fs::exists(merged, error) ? " --overwrite" : "");
+}
+
 bool is_sharded_checkpoint(const std::string& dir) {
   std::error_code error;
   return fs::exists(fs::path(dir) / kShardIndex, error);
 }
 
-void write_shard_index(const std::string& dir, int64_t ranks, int64_t step, const std::string& id,
-                       const std::map<std::string, std::string>& metadata, const nlohmann::json& tensors) {
-  const nlohmann::json index = {{"ranks", ranks}, {"step", step}, {"id", id}, {"metadata", metadata}, {"tensors", tensors}};
+void write_shard_index(const std::string& dir, int64_t step, const std::string& id,
+                       const std::map<std::string, std::string>& metadata, const std::vector<std::string>& checksums,
+                       const nlohmann::json& tensors) {
+  const nlohmann::json index = {{"ranks", checksums.size()}, {"step", step}, {"id", id}, {"metadata", metadata},
+                                {"checksums", checksums}, {"tensors", tensors}};
   const std::string text = index.dump(1) + "\n";
   write_file_atomic((fs::path(dir) / kShardIndex).string(),
                     [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
@@ -87,8 +120,7 @@ SafetensorsHeader sharded_header(const std::string& dir) {
   header.metadata = index_metadata(index, index_path);
   for (const auto& [name, entry] : index_tensors(index, index_path).items()) {
     const std::string where = str(index_path, ": ", name);
-    header.tensors.push_back({.name = name, .dtype = dtype_from_name(json_string(entry, "dtype", where)),
-                              .shape = entry_shape(entry, where)});
+    header.tensors.push_back({.name = name, .dtype = entry_dtype(entry, where), .shape = entry_shape(entry, where)});
   }
   return header;
 }
@@ -101,21 +133,40 @@ MergedShards merge_shards(const std::string& files) {
   MergedShards out;
   out.step = json_integer(index, "step", index_path, 0);
   out.metadata = index_metadata(index, index_path);
+  const nlohmann::json& tensors = index_tensors(index, index_path);
+  const std::vector<std::string> checksums = index_checksums(index, index_path, ranks);
   std::vector<std::map<std::string, Tensor>> shards;
   for (int64_t r = 0; r < ranks; ++r) {
     const std::string path = shard_file(files, r, ranks);
     WEFT_CHECK(fs::exists(path), IOError, "checkpoint ", files, " is missing the shard of rank ", r, " of ", ranks,
                ": ", path, " does not exist");
-    SafetensorsFile file = load_safetensors(path);
+    SafetensorsFile file = load_safetensors(path);  // which verifies the shard's bytes against its checksum
     auto it = file.metadata.find(kShardCheckpointId);
     WEFT_CHECK(it != file.metadata.end() && it->second == id, FormatError, path, " belongs to another checkpoint ",
                "than ", index_path, " (", kShardCheckpointId, " '", it == file.metadata.end() ? "" : it->second,
                "', the index says '", id, "'): shards of two saves were mixed");
+    auto saved_at = file.metadata.find("weft.step");
+    WEFT_CHECK(saved_at == file.metadata.end() || saved_at->second == std::to_string(out.step), FormatError, path,
+               " was saved at step ", saved_at->second, ", ", index_path, " at step ", out.step);
+    if (!checksums.empty()) {
+      auto checksum = file.metadata.find(kChecksumKey);
+      const std::string found = checksum == file.metadata.end() ? "none" : checksum->second;
+      WEFT_CHECK(found == checksums[static_cast<size_t>(r)], FormatError, path, ": its checksum is ", found, ", but ",
+                 index_path, " recorded ", checksums[static_cast<size_t>(r)], " for rank ", r,
+                 "'s shard: the file was replaced since the checkpoint was saved");
+    }
+    for (const auto& [key, tensor] : file.tensors) {
+      const size_t dot = key.rfind('.');
+      WEFT_CHECK(tensors.contains(key) || (dot != std::string::npos && tensors.contains(key.substr(0, dot))),
+                 FormatError, path, " holds '", key, "', which ", index_path, " does not list (neither a tensor of ",
+                 "the model nor its optimizer state)");
+    }
     shards.emplace_back(file.tensors.begin(), file.tensors.end());
   }
-  for (const auto& [name, entry] : index_tensors(index, index_path).items()) {
+  for (const auto& [name, entry] : tensors.items()) {
     const std::string where = str(index_path, ": ", name);
     const Shape shape = entry_shape(entry, where);
+    const DType dtype = entry_dtype(entry, where);
     const int64_t numel = weft::numel(shape);
     const nlohmann::json& runs = json_field(entry, "runs", where);
     WEFT_CHECK(runs.is_array() && !runs.empty(), FormatError, where, ": \"runs\" must be a non-empty array");
@@ -123,6 +174,7 @@ MergedShards merge_shards(const std::string& files) {
     auto assemble = [&](const std::string& key) {
       Tensor whole;
       int64_t covered = 0;
+      std::vector<std::pair<int64_t, int64_t>> held;  // [first, end) of every block of every run
       for (const nlohmann::json& run : runs) {
         WEFT_CHECK(run.is_array() && (run.size() == 3 || run.size() == 5), FormatError, where,
                    ": a run is [rank, first element, length] or [rank, first element, length, count, stride]");
@@ -137,13 +189,22 @@ MergedShards merge_shards(const std::string& files) {
                    key, "', which ", kShardIndex, " puts there");
         WEFT_CHECK(it->second.numel() == count * length, FormatError, shard_file(files, r, ranks), ": '", key, "' holds ",
                    it->second.numel(), " elements, the index says ", count * length);
+        WEFT_CHECK(key != name || it->second.dtype() == dtype, FormatError, shard_file(files, r, ranks), ": '", key,
+                   "' is ", dtype_name(it->second.dtype()), ", ", index_path, " says ", dtype_name(dtype));
         if (!whole.defined()) whole = Tensor::zeros({numel}, it->second.dtype());
         const Tensor blocks = it->second.reshape({count * length});
         for (int64_t i = 0; i < count; ++i)
           whole.narrow(0, begin + i * stride, length).copy_(blocks.narrow(0, i * length, length));
         covered += count * length;
+        for (int64_t i = 0; i < count; ++i) held.emplace_back(begin + i * stride, begin + i * stride + length);
       }
       WEFT_CHECK(covered == numel, FormatError, where, ": the runs hold ", covered, " of its ", numel, " elements");
+      // As many elements as the tensor has, none twice, is every element once.
+      std::sort(held.begin(), held.end());
+      for (size_t i = 1; i < held.size(); ++i)
+        WEFT_CHECK(held[i].first >= held[i - 1].second, FormatError, where, ": two runs both hold elements ",
+                   held[i].first, " to ", std::min(held[i].second, held[i - 1].second) - 1,
+                   ", so others are in none");
       return whole.reshape(shape);
     };
     out.tensors.emplace_back(name, assemble(name));

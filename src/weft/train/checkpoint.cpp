@@ -7,12 +7,15 @@
 #include <random>
 #include <set>
 
+#include "weft/infer/load.h"
+#include "weft/infer/metadata.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/input_file.h"
 #include "weft/io/json.h"
 #include "weft/io/safetensors.h"
 #include "weft/io/sharded_checkpoint.h"
+#include "weft/nn/models.h"
 
 namespace weft::train {
 
@@ -216,6 +219,7 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
                             " and trainer.json at ", state.step, "; resume from an earlier checkpoint"));
     nn::StateDict weights;
     for (const auto& [name, tensor] : merged.tensors) weights.insert(name, tensor);
+    infer::check_fit(model, model_name, weights, (fs::path(files) / io::kShardIndex).string());
     model.load_state_dict(weights);
     optimizer.load(merged.companions, /*keyed_by_name=*/true);
     return std::move(saved.state);
@@ -229,6 +233,7 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
   nn::StateDict state_dict;
   for (const auto& [name, tensor] : weights.tensors) state_dict.insert(name, tensor);
   std::map<std::string, Tensor> optimizer_state(optimizer_file.tensors.begin(), optimizer_file.tensors.end());
+  infer::check_fit(model, model_name, state_dict, model_path(files));
   model.load_state_dict(state_dict);
   auto keys = optimizer_file.metadata.find(kOptimizerKeys);
   if (keys != optimizer_file.metadata.end())
@@ -264,18 +269,26 @@ void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, 
   group.broadcast(id, 0);
   const std::string checkpoint_id = std::to_string(static_cast<int64_t>(id.item()));
   const std::string staging = io::staging_directory(dir, state.step);
+  std::string checksum;
   try {
-    io::save_safetensors(io::shard_file(staging, rank, ranks), {shard.tensors.begin(), shard.tensors.end()},
-                         {{io::kShardCheckpointId, checkpoint_id}, {"weft.step", std::to_string(state.step)},
-                          {"weft.model", model_name}, {"weft.optimizer", optimizer_name}});
+    checksum = io::save_safetensors(io::shard_file(staging, rank, ranks), {shard.tensors.begin(), shard.tensors.end()},
+                                    {{io::kShardCheckpointId, checkpoint_id}, {"weft.step", std::to_string(state.step)},
+                                     {"weft.model", model_name}, {"weft.optimizer", optimizer_name}});
   } catch (const Error& e) {
     error = e.what();
   }
   agree();
+  // Every rank's checksum, for the index: each is the same length ("xxh3-64:" and 16 hex digits).
+  Tensor own = Tensor::empty({std::ssize(checksum)}, DType::u8), all = Tensor::empty({ranks * std::ssize(checksum)}, DType::u8);
+  std::copy(checksum.begin(), checksum.end(), own.data<uint8_t>());
+  group.all_gather(own, all);
+  std::vector<std::string> checksums;
+  for (int r = 0; r < ranks; ++r)
+    checksums.emplace_back(all.data<uint8_t>() + r * checksum.size(), all.data<uint8_t>() + (r + 1) * checksum.size());
   if (rank == 0) {
     try {
-      io::write_shard_index(staging, ranks, state.step, checkpoint_id,
-                            model_file_metadata(model_metadata, model_name, state.step), shard.layout);
+      io::write_shard_index(staging, state.step, checkpoint_id, model_file_metadata(model_metadata, model_name, state.step),
+                            checksums, shard.layout);
       write_trainer_state(staging, model_name, optimizer_name, state);
       if (save_files) save_files(staging);
       writer->commit();
@@ -291,6 +304,21 @@ void consolidate_checkpoint(const std::string& dir, const std::string& out_file)
   WEFT_CHECK(io::is_sharded_checkpoint(files), ValueError, dir, " is not a sharded checkpoint (it has no ",
              io::kShardIndex, "): its model.safetensors is already one file");
   const io::MergedShards merged = io::merge_shards(files);
+  // Checked against the model the index describes, as weft eval will load the merged file.
+  const std::string index = (fs::path(files) / io::kShardIndex).string();
+  auto kind = merged.metadata.find("weft.model");
+  const std::string model_name = kind == merged.metadata.end() ? "" : kind->second;
+  std::shared_ptr<nn::Module> model;
+  if (model_name == "gpt") {
+    model = std::make_shared<nn::GPT>(infer::read_saved_gpt(dir).config);
+  } else {
+    WEFT_CHECK(model_name == "mlp" || model_name == "cnn", FormatError, index, ": weft.model is '", model_name,
+               "'; expected mlp, cnn or gpt (a checkpoint weft wrote)");
+    model = nn::make_image_classifier(model_name);
+  }
+  nn::StateDict weights;
+  for (const auto& [name, tensor] : merged.tensors) weights.insert(name, tensor);
+  infer::check_fit(*model, model_name, weights, index);
   io::save_safetensors(out_file, merged.tensors, merged.metadata);
 }
 

@@ -33,8 +33,9 @@
 //                                        "NAME.master", ...) and "NAME.step"; rank 0's also holds
 //                                        the model's buffers whole
 //     shards.json                        the index: every tensor's shape, dtype and runs (rank,
-//                                        first element, length), the model's metadata, and the
-//                                        checkpoint's id, which every shard file repeats
+//                                        first element, length), the model's metadata, the
+//                                        checkpoint's id, which every shard file repeats, and
+//                                        each shard's checksum
 //     trainer.json, the task's files     as above
 //
 // Every rank writes its file into the same staging directory and rank 0 commits them as one
@@ -90,7 +91,8 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
                      const std::map<std::string, std::string>& model_metadata = {},
                      const std::function<void(const std::string& dir)>& save_files = {});
 // Loads weights and optimizer state in place and returns the trainer state. `model_name` must
-// match the one saved (ValueError otherwise); a missing or malformed file → IOError / FormatError.
+// match the one saved (ValueError otherwise); a missing or malformed file, or weights that are not
+// the model's (infer::check_fit) → IOError / FormatError naming the file.
 // Both save and load need every optimizer parameter to be one of the model's (ValueError).
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              const OptimizerStateIO& optimizer);
@@ -118,8 +120,9 @@ void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, 
                              const std::map<std::string, std::string>& model_metadata = {},
                              const std::function<void(const std::string& dir)>& save_files = {});
 // DIR's current checkpoint, sharded, merged into one model file (weights and metadata, as a
-// one-process checkpoint's model.safetensors). Missing shards, shards of another checkpoint, or
-// runs that do not cover a tensor → FormatError / IOError naming the file; nothing is written then.
+// one-process checkpoint's model.safetensors). What merge_shards refuses (io/sharded_checkpoint.h),
+// and tensors that are not those of the model the metadata describes (weft.model mlp | cnn | gpt,
+// infer::check_fit) → FormatError / IOError naming the file; nothing is written then.
 void consolidate_checkpoint(const std::string& dir, const std::string& out_file);
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              optim::Optimizer& optimizer);

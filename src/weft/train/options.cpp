@@ -1,12 +1,14 @@
 #include "weft/train/options.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "weft/core/error.h"
 #include "weft/core/flag_value.h"
 #include "weft/infer/metadata.h"
+#include "weft/io/atomic_file.h"
 #include "weft/nn/gpt.h"
 
 namespace weft::train {
@@ -135,6 +137,9 @@ void TrainOptions::validate() const {
              "--profile-steps: must be FIRST:LAST, both or neither");
   WEFT_CHECK(!profile_first_step || !profile_trace.empty(), ValueError,
              "--profile-steps: is not a flag without --profile (the trace they are recorded into)");
+  if (!profile_trace.empty())
+    if (const std::optional<std::string> why = io::why_not_replaceable(profile_trace))
+      throw ValueError(str("--profile ", profile_trace, ": ", *why));
   if (profile_first_step)
     WEFT_CHECK(1 <= *profile_first_step && *profile_first_step <= *profile_last_step && *profile_last_step <= kMaxSteps,
                ValueError, "--profile-steps: must be FIRST:LAST with 1 <= FIRST <= LAST <= ", kMaxSteps, ", got '",

@@ -30,6 +30,7 @@
 #include "weft/dist/tensor_parallel.h"
 #include "weft/dist/world.h"
 #include "weft/dist/zero.h"
+#include "weft/io/atomic_file.h"
 #include "weft/io/dir_lock.h"
 #include "weft/io/json.h"
 #include "weft/kernels/cpu/roofline.h"
@@ -431,6 +432,8 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     created_out.emplace(o.out_dir);
     std::error_code error;
     std::filesystem::create_directories(o.out_dir, error);
+    if (const std::optional<std::string> why = io::why_not_writable_directory(o.out_dir))
+      throw ValueError(str("--out ", o.out_dir, ": ", *why));
     if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
     out_lock.emplace(o.out_dir, str("weft train --model ", o.model));
     // Another run's files are never replaced unasked: its checkpoint, metrics and events.
