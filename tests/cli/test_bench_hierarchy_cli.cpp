@@ -2,10 +2,13 @@
 // exit status 2 for a working set it cannot measure. Capped at small working sets and --quick, so
 // it runs in about a second.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "expect_error.h"
+#include "weft/core/allocator.h"
+#include "weft/core/error.h"
 #include "weft_cli.h"
 
 namespace weft {
@@ -49,12 +52,25 @@ TEST(BenchHierarchyCliTest, TablesShowEveryWorkingSetTheLevelsAndTheHierarchy) {
 
 TEST(BenchHierarchyCliTest, BadWorkingSetsAreOneLineAndStatus2) {
   for (auto [args, says] : {std::pair{"--max-bytes 0", "--max-bytes: must be a positive byte count"},
-                            std::pair{"--max-bytes 2KiB", "--max-bytes: must be a whole number from 4096"},
+                            std::pair{"--max-bytes 2KiB", "--max-bytes: must be a whole number of at least 4096"},
                             std::pair{"--max-bytes 64XB", "got '64XB'"},
                             std::pair{"--max-bytes -1GiB", "--max-bytes: must be a positive byte count"},
-                            std::pair{"--max-bytes 1TiB", "--max-bytes: must be a whole number from 4096"}}) {
+                            std::pair{"--max-bytes 1TiB", "at most "}}) {
     SCOPED_TRACE(args);
     testing::expect_usage_error(weft_cli(std::string("bench hierarchy ") + args), says);
+  }
+}
+
+// The working set is allocated whole: one the size of the machine's memory is refused before any
+// allocation, naming the bound (half the memory, or 16 GiB on a machine of more than 32 GiB).
+TEST(BenchHierarchyCliTest, AWorkingSetOfAllTheMemoryIsRefused) {
+  const int64_t memory = int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGESIZE);
+  const std::string typed = std::to_string(memory);
+  const Outcome o = weft_cli("bench hierarchy --quick --max-bytes " + typed);
+  testing::expect_usage_error(o, "--max-bytes: must be a positive byte count such as 8, 1e6 or 256MiB, at most ");
+  EXPECT_TRUE(contains(o.output, "got '" + typed + "'")) << o.output;
+  if (memory / 2 < (int64_t{16} << 30)) {
+    EXPECT_TRUE(contains(o.output, str("half of this machine's ", format_bytes(memory), " of memory"))) << o.output;
   }
 }
 

@@ -84,6 +84,15 @@ TEST(EstimateCliTest, CostOnDemandSpotAndInterruptions) {
   const Outcome never = weft_cli("estimate " + run + "--checkpoint-every 60 --interruptions-per-hour 2");
   EXPECT_EQ(never.status, 0) << never.output;
   EXPECT_TRUE(contains(never.output, "never finishes")) << never.output;
+  // Spot against on demand in words that hold at both ends: a thousandth of the price is no "100%
+  // less", and twice the price is "more", not a negative saving.
+  const Outcome cheap = weft_cli("estimate " + run + "--usd-per-hour 10 --spot-usd-per-hour 0.01");
+  EXPECT_TRUE(contains(cheap.output, "(0.1033% of the on-demand cost)")) << cheap.output;
+  const Outcome dear = weft_cli("estimate " + run + "--usd-per-hour 1 --spot-usd-per-hour 2");
+  EXPECT_TRUE(contains(dear.output, "% more than on demand)")) << dear.output;
+  EXPECT_FALSE(contains(cheap.output + dear.output, "100% less")) << cheap.output << dear.output;
+  const Outcome slow = weft_cli("estimate " + run + "--checkpoint-every 1e-300");
+  EXPECT_TRUE(contains(slow.output, "(3e+299 times the on-demand cost)")) << slow.output;
 }
 
 TEST(EstimateCliTest, CommSaysWhichIsTheBottleneckAndWhatChangesIt) {
@@ -170,6 +179,24 @@ TEST(EstimateCliTest, ImpossibleInputsAreOneLineAndStatus2) {
   expect_usage_error("cost --flops 1e20 --checkpoint-every 0", "--checkpoint-every: must be");
   expect_usage_error("cost --flops 1e20 --interruptions-per-hour -1", "--interruptions-per-hour: must be");
   expect_usage_error("", "estimate: give time, cost, comm or --calibrate");
+  // No "inf s": products beyond a double's range are refused, and threads past what libgomp starts.
+  expect_usage_error("time --params 1e15 --tokens 1e300", "6 x --params x --tokens is beyond a double's range");
+  expect_usage_error("time --flops 1e300 --mfu 1e-300", "take more seconds than a double holds (1.8e+308); raise --mfu");
+  expect_usage_error("cost --flops 1e300 --mfu 1e-22 --usd-per-hour 1e6", "cost more dollars than a double holds");
+  expect_usage_error("cost --flops 1e20 --checkpoint-seconds 1.7e308", "the spot run's time or cost, with a checkpoint of "
+                     "--checkpoint-seconds 1.7e+308 every --checkpoint-every 30 minutes, is beyond a double's range");
+  expect_usage_error("cost --flops 1e20 --usd-per-hour 1e306", "--usd-per-hour: must be a number in (0, 1e+06], got '1e306'");
+  expect_usage_error("--calibrate --threads 100000", "--threads: must be a whole number from 0 to 1024, got '100000'");
+  expect_usage_error("comm --bytes 1.7e308 --world 8", "ranks take more seconds to all-reduce than a double holds");
+  expect_usage_error("comm --params 1e15 --batch 1e308 --world 2", "the step's compute, 6 x --params x --batch-tokens "
+                     "per rank / (peak x --mfu), takes more seconds than a double holds (1.8e+308)");
+  expect_usage_error("comm --params 1e9 --grad-bytes 1e308", "--grad-bytes: must be a number in (0, 8], got '1e308'");
+  expect_usage_error(run + "--gpus 99999999", "--gpus: must be a whole number from 1 to 1048576, got '99999999'");
+  // --calibrate estimates weft train --model mlp: its batch and steps take train's bounds.
+  expect_usage_error("--calibrate --batch-size 9223372036854775807",
+                     "--batch-size: must be a whole number from 1 to 1073741824, got '9223372036854775807'");
+  expect_usage_error("--calibrate --steps 9223372036854775807",
+                     "--steps: must be a whole number from 1 to 1000000000000, got '9223372036854775807'");
 }
 
 }  // namespace

@@ -119,9 +119,9 @@ TEST(PlanCliTest, HelpStatesTheConvention) {
 }
 
 TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
-  expect_usage_error("--model cnn --batch-size 0", "--batch-size: must be a positive whole number, got '0'");
-  expect_usage_error("--model cnn --batch-size -3", "--batch-size: must be a positive whole number, got '-3'");
-  expect_usage_error("--model cnn --gpus 0", "--gpus: must be a positive whole number");
+  expect_usage_error("--model cnn --batch-size 0", "--batch-size: must be a whole number from 1 to 1073741824, got '0'");
+  expect_usage_error("--model cnn --batch-size -3", "--batch-size: must be a whole number from 1 to 1073741824, got '-3'");
+  expect_usage_error("--model cnn --gpus 0", "--gpus: must be a whole number from 1 to 1048576, got '0'");
   expect_usage_error("--model cnn --gpus 3 --batch-size 128", "--gpus: must divide --batch-size (128) so that data parallelism gives each device batch / world samples, got '3'");
   expect_usage_error("--model cnn --zero 4", "--zero: must be a whole number from 0 to 3, got '4'");
   expect_usage_error("--model cnn --zero -1", "--zero: must be a whole number from 0 to 3");
@@ -130,11 +130,11 @@ TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
   expect_usage_error("--model gpt --pp 5 --world 5 --grad-accum 5", "--layers must be at least --pp");
   expect_usage_error("--model gpt --pp 4 --world 4", "--grad-accum: 1F1B over 4 stages needs at least 4 micro-batches");
   expect_usage_error("--model gpt --tp 2 --pp 2 --world 6", "--gpus: must be a multiple of --tp x --pp (4)");
-  expect_usage_error("--model gpt --tp 0", "--tp: must be a positive whole number");
+  expect_usage_error("--model gpt --tp 0", "--tp: must be a whole number from 1 to 1048576, got '0'");
   expect_usage_error("--model gpt --pp 2 --world 2 --grad-accum 2 --pp-schedule zigzag", "--pp-schedule");
   expect_usage_error("--layers 12 --dim 768 --heads 5", "--heads: must divide --dim (768)");
-  expect_usage_error("--layers 0", "--layers: must be a positive whole number");
-  expect_usage_error("--model gpt --vocab -1", "--vocab: must be a positive whole number");
+  expect_usage_error("--layers 0", "--layers: must be a whole number from 1 to 1024, got '0'");
+  expect_usage_error("--model gpt --vocab -1", "--vocab: must be a whole number from 1 to 1073741824, got '-1'");
   expect_usage_error("--params 0", "--params");
   expect_usage_error("--params -5", "--params");
   expect_usage_error("--params lots", "--params");
@@ -146,6 +146,24 @@ TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
   expect_usage_error("--model cnn --precision int3", "bf16-pure");
   expect_usage_error("--model cnn --optimizer lion", "momentum");
   expect_usage_error("", "no model");
+}
+
+// Sizes no machine trains are refused at once, with the bound and the text typed: a billion layers
+// took 31 s and 12.6 GB before an internal error, and a huge --grad-accum wrapped to '-8' in the
+// default batch's product.
+TEST(PlanCliTest, AbsurdSizesAreRefusedAtOnceAsTyped) {
+  expect_usage_error("--layers 2147483647", "--layers: must be a whole number from 1 to 1024, got '2147483647'");
+  expect_usage_error("--model gpt --grad-accum 9223372036854775807",
+                     "--grad-accum: must be a whole number from 1 to 1073741824, got '9223372036854775807'");
+  expect_usage_error("--model gpt --grad-accum 99999999999999999999",
+                     "--grad-accum: must be a whole number from 1 to 1073741824, got '99999999999999999999'");
+  expect_usage_error("--model gpt --grad-accum 1073741824 --gpus 1048576",
+                     "plan: the default batch, 8 per device x 1048576 data-parallel replicas x 1073741824 micro-batches "
+                     "(--grad-accum), is more than 1073741824; give --batch-size");
+  expect_usage_error("--model gpt --gpus 2097152", "--gpus: must be a whole number from 1 to 1048576, got '2097152'");
+  expect_usage_error("--model gpt --dim 2147483648", "--dim: must be a whole number from 1 to 1073741824");
+  // The largest sizes taken multiply past 2^63 bytes: refused, not wrapped.
+  expect_usage_error("--layers 1024 --dim 1073741824 --heads 1", "more than 2^63 bytes");
 }
 
 }  // namespace

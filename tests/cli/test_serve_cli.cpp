@@ -12,9 +12,12 @@
 
 #include "cli/weft_cli.h"
 #include "temp_dir.h"
+#include "weft/core/error.h"
 #include "weft/core/random.h"
+#include "weft/data/tokenizer.h"
 #include "weft/infer/metadata.h"
 #include "weft/io/safetensors.h"
+#include "weft/nn/gpt.h"
 #include "weft/nn/models.h"
 
 namespace weft {
@@ -33,6 +36,16 @@ std::string save_mlp(const TempDir& dir) {
   metadata["format"] = "pt";
   io::save_safetensors(dir.file("mlp.safetensors"), {state.begin(), state.end()}, metadata);
   return dir.file("mlp.safetensors");
+}
+
+std::string save_gpt(const TempDir& dir) {
+  manual_seed(4);
+  nn::GPT gpt(nn::GPTConfig{.layers = 2, .heads = 2, .dim = 32, .context = 32, .vocab = 256});
+  nn::StateDict state = gpt.state_dict();
+  auto metadata = infer::gpt_metadata(gpt.config, data::ByteTokenizer());
+  metadata["weft.model"] = "gpt";
+  io::save_safetensors(dir.file("gpt.safetensors"), {state.begin(), state.end()}, metadata);
+  return dir.file("gpt.safetensors");
 }
 
 // `weft serve ARGS` in the background: its pid, and the port from the line it prints when ready.
@@ -128,6 +141,28 @@ TEST(ServeCli, WhatCannotBeServedIsRefusedInOneLine) {
   testing::expect_usage_error(weft_cli("serve --checkpoint " + mlp + " --port " + std::to_string(port)),
                               "cannot listen on 127.0.0.1:" + std::to_string(port));
   close(held);
+}
+
+// A GPT's KV cache is allocated whole for --max-batch sequences of its context: one larger than
+// the machine's memory is refused before the server says it serves (it aborted after "serving on").
+TEST(ServeCli, AKvCacheLargerThanTheMachineIsRefusedBeforeServing) {
+  TempDir dir;
+  const std::string gpt = save_gpt(dir);
+  const int64_t memory = int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGESIZE);
+  const int64_t per_sequence = 2 * 2 * 32 * 32 * 4;  // keys and values, 2 layers, 32 positions of width 32, f32
+  const std::string max_batch = std::to_string(memory / per_sequence + 1);
+  const Outcome o = weft_cli("serve --port 0 --checkpoint " + gpt + " --max-batch " + max_batch);
+  testing::expect_usage_error(o, "--max-batch: " + max_batch + " sequences of this GPT's 32-token context need a KV "
+                                 "cache of ");
+  EXPECT_TRUE(testing::contains(o.output, str("at most ", memory / per_sequence, " fit"))) << o.output;
+  EXPECT_FALSE(testing::contains(o.output, "serving on")) << o.output;
+  // Under a memory limit below the machine's, the limit is the bound: 4096 sequences take 64 MiB.
+  setenv("WEFT_MEMORY_LIMIT", "64MiB", 1);
+  const Outcome limited = weft_cli("serve --port 0 --checkpoint " + gpt + " --max-batch 4097");
+  unsetenv("WEFT_MEMORY_LIMIT");
+  testing::expect_usage_error(limited, "--max-batch: 4097 sequences of this GPT's 32-token context need a KV cache of "
+                                       "64.02 MiB (keys and values of 2 layers of width 32, 4 bytes each), more than "
+                                       "the memory limit of 64.00 MiB (WEFT_MEMORY_LIMIT); at most 4096 fit");
 }
 
 }  // namespace

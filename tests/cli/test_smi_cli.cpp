@@ -253,8 +253,10 @@ TEST_F(SmiCli, AStartTimeOutOfRangeIsSkippedWithANote) {
 }
 
 TEST_F(SmiCli, BadWatchPeriodsAreRefused) {
-  expect_usage_error(weft_cli("smi --watch 0"), "--watch: must be a finite positive number, got '0'");
-  expect_usage_error(weft_cli("smi --watch -2"), "--watch: must be a finite positive number, got '-2'");
+  expect_usage_error(weft_cli("smi --watch 0"), "--watch: must be a number in (0, 86400], got '0'");
+  expect_usage_error(weft_cli("smi --watch -2"), "--watch: must be a number in (0, 86400], got '-2'");
+  // A period past a day would overflow the clock's nanoseconds in the sleep.
+  expect_usage_error(weft_cli("smi --watch 1e300"), "--watch: must be a number in (0, 86400], got '1e300'");
   expect_usage_error(weft_cli("smi --watch soon"), "--watch:");
 }
 

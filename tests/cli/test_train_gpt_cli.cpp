@@ -192,5 +192,15 @@ TEST(TrainGptCli, RefusesTextTooShortSayingWhichFlagToChange) {
   expect_usage_error(weft_cli(kTiny + "--data " + dir.file("story.txt") + " --val-fraction 1"), "--val-fraction");
 }
 
+// A GPT whose f32 weights alone exceed any machine's memory is refused before it is built (at
+// --layers 1024 --dim 8192 the run allocated until the OS stopped it), its size in the message.
+TEST(TrainGptCli, RefusesAModelLargerThanTheMachine) {
+  expect_usage_error(weft_cli("train --model gpt --data random --steps 1 --layers 1024 --dim 65536"),
+                     "the GPT of 1024 layers of width 65536 (--layers, --dim) has 52777455845376 parameters: 192.00 TiB "
+                     "of f32 weights alone, more than this machine's ");
+  expect_usage_error(weft_cli("train --model gpt --data random --steps 1 --dim 1073741824 --heads 1"),
+                     "has more than 2^63 parameters: more than 8 EiB of f32 weights alone");
+}
+
 }  // namespace
 }  // namespace weft::testing

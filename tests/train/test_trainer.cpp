@@ -399,5 +399,25 @@ TEST_F(TrainerTest, RejectsBadOptions) {
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "bf16-pure is priced by weft plan but not trained"));
 }
 
+// Every option a run records is decided for a launch of several ranks: agreed across them
+// (TrainOptions::agreed_across_ranks), or one that only a rank's own machine sees. A field added
+// to the record and to neither list fails here.
+TEST(TrainOptionsTest, EveryRecordedOptionIsAgreedAcrossRanksOrTheMachines) {
+  const std::set<std::string> machines = {"--memory-limit", "--threads", "--profile"};
+  for (const char* model : {"mlp", "gpt"}) {
+    TrainOptions o;
+    o.model = model;
+    std::set<std::string> agreed;
+    for (const nlohmann::json& pair : o.agreed_across_ranks()) agreed.insert(pair[0].get<std::string>());
+    const nlohmann::json recorded = o.to_json();
+    for (const auto& [key, value] : recorded.items()) {
+      std::string flag = "--" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      if (flag == "--profile-trace") flag = "--profile";
+      EXPECT_TRUE(agreed.contains(flag) || machines.contains(flag)) << model << ": " << key << " is neither";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::train

@@ -8,6 +8,7 @@
 //
 // `weft bench hierarchy`: the memory hierarchy measured (monitor/hierarchy.h): latency and read
 // bandwidth by working set, the levels found beside the OS's cache sizes, and the hierarchy table.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -234,33 +235,36 @@ void add_bench_command(CLI::App& app, std::function<void()>& run) {
                "bandwidth)");
   bench->require_subcommand(1);
   auto o = std::make_shared<CommOptions>();
-  auto byte_flag = [&](CLI::App* command, const std::string& flag, int64_t& target, const std::string& help) {
+  // A byte count up to `max` (`why` says where that bound comes from), refused with the text typed.
+  auto byte_flag = [&](CLI::App* command, const std::string& flag, int64_t& target, const std::string& help,
+                       int64_t max, const std::string& why) {
     command->add_option_function<std::string>(
         flag,
-        [flag, &target](const std::string& text) {
+        [flag, &target, max, why](const std::string& text) {
           int64_t bytes = 0;
           try {
             bytes = parse_bytes(text);
           } catch (const ValueError&) {  // refused below, in the flags' format
           }
-          WEFT_CHECK(bytes > 0, ValueError, flag, ": must be a positive byte count such as 8, 1e6 or 256MiB, got '",
-                     text, "'");
+          WEFT_CHECK(bytes > 0 && bytes <= max, ValueError, flag, ": must be a positive byte count such as 8, 1e6 or "
+                     "256MiB, at most ", format_bytes(max), why, ", got '", text, "'");
           target = bytes;
         },
         help);
   };
+  constexpr int64_t kMaxMessage = int64_t{1} << 31;  // MPI counts a message's bytes in an int
   CLI::App* comm = bench->add_subcommand(
       "comm", "all-reduce (MPI's and weft's ring), all-gather and reduce-scatter bandwidth by size, as nccl-tests; "
               "run under mpirun -np N");
   comm->add_option("--ops", o->ops, "comma-separated: allreduce, allgather, reducescatter")->capture_default_str();
-  byte_flag(comm, "--min-bytes", o->min_bytes, "the smallest buffer (default 8)");
-  byte_flag(comm, "--max-bytes", o->max_bytes, "the largest buffer (default 256MiB)");
+  byte_flag(comm, "--min-bytes", o->min_bytes, "the smallest buffer (default 8)", kMaxMessage, "");
+  byte_flag(comm, "--max-bytes", o->max_bytes, "the largest buffer (default 256MiB)", kMaxMessage, "");
   number_flag(comm, "--iters", o->iters, "calls timed per size (0: about 1 GiB's worth, 5 to 200)");
   number_flag(comm, "--warmup", o->warmup, "untimed calls first");
   comm->add_flag("--json", o->json, "print one JSON object (its rows) instead of the table");
   comm->callback([&run, o] {
-    check_flag("--min-bytes", o->min_bytes, {.min = 4, .max = int64_t{1} << 31});
-    check_flag("--max-bytes", o->max_bytes, {.min = o->min_bytes, .max = int64_t{1} << 31});
+    check_flag("--min-bytes", o->min_bytes, {.min = 4});
+    check_flag("--max-bytes", o->max_bytes, {.min = o->min_bytes});
     check_flag("--iters", o->iters, {.min = 0, .max = 1000000});
     check_flag("--warmup", o->warmup, {.min = 0, .max = 1000000});
     run = [o] { bench_comm(*o); };
@@ -269,11 +273,16 @@ void add_bench_command(CLI::App& app, std::function<void()>& run) {
   CLI::App* hierarchy = bench->add_subcommand(
       "hierarchy", "the memory hierarchy measured: load latency (pointer chasing) and read bandwidth for working sets "
                    "from 4 KiB to --max-bytes, the levels found beside the OS's cache sizes");
-  byte_flag(hierarchy, "--max-bytes", h->measure.max_bytes, "the largest working set (default 1GiB)");
+  // The working set is one buffer of --max-bytes: half the machine's memory leaves the rest to the
+  // OS and what else runs, and 16 GiB already takes minutes to measure.
+  const int64_t half_memory = monitor::physical_memory_bytes() / 2, max_working_set = std::min(int64_t{16} << 30, half_memory);
+  byte_flag(hierarchy, "--max-bytes", h->measure.max_bytes, "the largest working set (default 1GiB)", max_working_set,
+            max_working_set == half_memory ? str(", half of this machine's ", format_bytes(2 * half_memory), " of memory")
+                                           : std::string());
   hierarchy->add_flag("--quick", h->measure.quick, "fewer loads and repeats: rough figures, quickly");
   hierarchy->add_flag("--json", h->json, "print one JSON object (sizes, OS caches, levels) instead of the tables");
   hierarchy->callback([&run, h] {
-    check_flag("--max-bytes", h->measure.max_bytes, {.min = h->measure.min_bytes, .max = int64_t{16} << 30});
+    check_flag("--max-bytes", h->measure.max_bytes, {.min = h->measure.min_bytes});
     run = [h] { bench_hierarchy(*h); };
   });
 }

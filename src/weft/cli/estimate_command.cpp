@@ -2,6 +2,7 @@
 // (memory/devices.h), and --calibrate, which measures the rates they assume on this machine
 // (memory/calibrate.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "weft/memory/calibrate.h"
 #include "weft/memory/devices.h"
 #include "weft/memory/estimate.h"
+#include "weft/train/options.h"
 
 namespace weft::cli {
 
@@ -24,6 +26,8 @@ namespace {
 
 constexpr Accepts<double> kPositive{.min = 0, .min_open = true};
 constexpr Accepts<double> kNonNegative{.min = 0};
+// Dollars per device-hour: the table's dearest is $12.29 (an H100 of a p5.48xlarge); a million is no price.
+constexpr Accepts<double> kPrice{.min = 0, .max = 1e6, .min_open = true};
 
 struct RunFlags {
   std::optional<double> params, tokens, flops;
@@ -58,7 +62,7 @@ void add_run_flags(CLI::App* c, RunFlags& f, bool flops_allowed) {
   c->add_option("--precision", f.precision, "whose peak: bf16 | fp16 | fp32 | int8")
       ->check(one_of({"bf16", "fp16", "fp32", "int8"}))
       ->capture_default_str();
-  number_flag(c, kGpusFlag, f.count, "devices training together", {.min = 1});
+  number_flag(c, kGpusFlag, f.count, "devices training together", {.min = 1, .max = memory::kMaxWorld});
   number_flag(c, "--mfu", f.mfu, "model FLOPs utilisation in (0, 1]: the fraction of the peak reached (0.3-0.5 is usual)",
               {.min = 0, .max = 1, .min_open = true});
 }
@@ -91,8 +95,12 @@ RunEstimate estimate_run(const RunFlags& f, const std::string& command) {
     WEFT_CHECK(f.params && f.tokens, ValueError, command, ": give --params and --tokens, or --flops");
     e.flops = memory::training_flops(*f.params, *f.tokens);
   }
+  WEFT_CHECK(std::isfinite(e.flops), ValueError, command, ": 6 x --params x --tokens is beyond a double's range "
+             "(1.8e+308 FLOPs); no training is that long");
   e.peak = memory::peak_flops(e.device, f.precision);
   e.seconds = memory::training_seconds(e.flops, e.peak, f.count, f.mfu);
+  WEFT_CHECK(std::isfinite(e.seconds), ValueError, command, ": ", sci(e.flops), " FLOPs at ", f.count, " x ",
+             sci(e.peak), " FLOP/s x MFU ", f.mfu, " take more seconds than a double holds (1.8e+308); raise --mfu");
   return e;
 }
 
@@ -120,6 +128,18 @@ void estimate_time(const EstimateFlags& f) {
   else print_run(f.run, e);
 }
 
+// The spot run's cost beside the on-demand one's, in words that stay true at both ends: a cost
+// below 1% of on demand is no "100% less", one above it is more, not a negative saving, and one
+// of many times it is a multiple, not a percentage of hundreds of digits.
+std::string against_on_demand(double spot_usd, double on_demand_usd) {
+  const double share = spot_usd / on_demand_usd;
+  if (share < 0.01) return str(sci(100 * share), "% of the on-demand cost");
+  if (share > 10) return str(sci(share), " times the on-demand cost");
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.0f%% %s than on demand", 100 * std::abs(1 - share), share <= 1 ? "less" : "more");
+  return buffer;
+}
+
 void estimate_cost(const EstimateFlags& f) {
   const RunEstimate e = estimate_run(f.run, "estimate cost");
   const double on_demand = f.usd_per_hour.value_or(e.device.usd_per_hour);
@@ -127,9 +147,15 @@ void estimate_cost(const EstimateFlags& f) {
   WEFT_CHECK(on_demand > 0 && spot > 0, ValueError, "estimate cost: the table has no price for ", e.device.name,
              "; give --usd-per-hour and --spot-usd-per-hour");
   const double device_hours = e.seconds / 3600 * static_cast<double>(f.run.count);
+  WEFT_CHECK(std::isfinite(device_hours * std::max(on_demand, spot)), ValueError, "estimate cost: ", sci(device_hours),
+             " device-hours at $", sci(std::max(on_demand, spot)), "/hour cost more dollars than a double holds "
+             "(1.8e+308)");
   const memory::SpotRun s = memory::spot_run(e.seconds, f.checkpoint_every_min * 60, f.checkpoint_write_s,
                                              f.interruptions_per_hour, f.restart_min * 60);
   const double spot_hours = s.wall_s / 3600 * static_cast<double>(f.run.count);
+  WEFT_CHECK(!s.finishes || std::isfinite(spot_hours * spot), ValueError, "estimate cost: the spot run's time or "
+             "cost, with a checkpoint of --checkpoint-seconds ", f.checkpoint_write_s, " every --checkpoint-every ",
+             f.checkpoint_every_min, " minutes, is beyond a double's range (1.8e+308)");
   const bool priced_here = !f.usd_per_hour && !f.spot_usd_per_hour;
   if (f.json) {
     nlohmann::json j = run_json(f.run, e);
@@ -163,9 +189,9 @@ void estimate_cost(const EstimateFlags& f) {
   }
   std::printf("  checkpoints %.4g hours, %.4g interruptions losing %.4g hours (half an interval + restart each)\n",
               s.checkpoint_s / 3600, s.interruptions, s.lost_s / 3600);
-  std::printf("  wall %.4g hours = %.4g days: %.4g device-hours x $%.2f = $%.4g (%.0f%% less than on demand)\n",
-              s.wall_s / 3600, s.wall_s / 86400, spot_hours, spot, spot_hours * spot,
-              100 * (1 - spot_hours * spot / (device_hours * on_demand)));
+  std::printf("  wall %.4g hours = %.4g days: %.4g device-hours x $%.2f = $%.4g (%s)\n", s.wall_s / 3600,
+              s.wall_s / 86400, spot_hours, spot, spot_hours * spot,
+              against_on_demand(spot_hours * spot, device_hours * on_demand).c_str());
   if (s.best_interval_s > 0)
     std::printf("  the interval that loses least, sqrt(2 x write x time between interruptions): %.3g min\n",
                 s.best_interval_s / 60);
@@ -179,6 +205,8 @@ void estimate_comm(const EstimateFlags& f) {
   const double n = static_cast<double>(f.world);
   const double bandwidth_s = 2 * (n - 1) / n * bytes / link.bandwidth, latency_s = 2 * (n - 1) * link.latency;
   const double comm_s = memory::ring_allreduce_seconds(bytes, f.world, link.bandwidth, link.latency);
+  WEFT_CHECK(std::isfinite(1.5 * comm_s), ValueError, "estimate comm: ", sci(bytes), " bytes over ", f.world,
+             " ranks take more seconds to all-reduce than a double holds (1.8e+308); give fewer --bytes");
   nlohmann::json j = {{"bytes", bytes}, {"world", f.world}, {"link", link.name}, {"link_bandwidth", link.bandwidth},
                       {"link_latency", link.latency}, {"allreduce_seconds", comm_s}};
   std::ostringstream text;
@@ -191,6 +219,8 @@ void estimate_comm(const EstimateFlags& f) {
     const memory::DeviceSpec device = memory::find_device(f.run.device);
     const double peak = memory::peak_flops(device, f.run.precision);
     const double compute_s = memory::training_flops(*params, *f.batch / n) / (peak * f.run.mfu);
+    WEFT_CHECK(std::isfinite(compute_s), ValueError, "estimate comm: the step's compute, 6 x --params x --batch-tokens "
+               "per rank / (peak x --mfu), takes more seconds than a double holds (1.8e+308)");
     const bool bound = comm_s > compute_s;
     j.update({{"compute_seconds", compute_s}, {"communication_bound", bound}});
     text << "compute: 6 x " << sci(*params) << " x " << sci(*f.batch / n) << " tokens per rank / (" << device.name << " "
@@ -297,10 +327,11 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
   c->add_flag("--calibrate", f->calibrate,
               "measure weft's GEMM (square and the MLP's step) and a two-rank all-reduce here, against the CPU's "
               "peak and the ring formula, and estimate `weft train --model mlp` from them");
-  number_flag(c, "--batch-size", f->mlp_batch, "--calibrate: the MLP's batch", {.min = 1});
-  number_flag(c, "--steps", f->steps, "--calibrate: the MLP's steps to estimate", {.min = 1});
+  number_flag(c, "--batch-size", f->mlp_batch, "--calibrate: the MLP's batch", {.min = 1, .max = train::kMaxCount});
+  number_flag(c, "--steps", f->steps, "--calibrate: the MLP's steps to estimate", {.min = 1, .max = train::kMaxSteps});
   number_flag(c, "--gemm-size", f->gemm_size, "--calibrate: the square GEMM's side", {.min = 1, .max = 8192});
-  number_flag(c, "--threads", f->threads, "--calibrate: threads (0: weft's default, as weft train)", {.min = 0});
+  number_flag(c, "--threads", f->threads, "--calibrate: threads (0: weft's default, as weft train)",
+              {.min = 0, .max = train::kMaxThreads});
   number_flag(c, "--seconds", f->seconds, "--calibrate: time each measurement about this long", {.min = 0, .max = 60});
   c->add_flag("--json", f->json, "print one JSON object on the last line");
 
@@ -314,9 +345,10 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
       "interval of work plus the restart, and writing a checkpoint stalls training; the wall time W solves\n"
       "W = compute + checkpoints + rate x W x (interval / 2 + restart).");
   add_run_flags(cost, f->run, true);
-  number_flag(cost, "--usd-per-hour", f->usd_per_hour, "on-demand price per device-hour (default: the table's)", kPositive);
+  number_flag(cost, "--usd-per-hour", f->usd_per_hour, "on-demand price per device-hour (default: the table's)",
+              kPrice);
   number_flag(cost, "--spot-usd-per-hour", f->spot_usd_per_hour, "spot price per device-hour (default: the table's)",
-              kPositive);
+              kPrice);
   number_flag(cost, "--checkpoint-every", f->checkpoint_every_min, "minutes between checkpoints", kPositive);
   number_flag(cost, "--checkpoint-seconds", f->checkpoint_write_s, "seconds one checkpoint stalls training", kNonNegative);
   number_flag(cost, "--interruptions-per-hour", f->interruptions_per_hour, "spot interruptions per hour", kNonNegative);
@@ -329,10 +361,11 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
       "(6 x params x tokens per rank / (peak x MFU)) when --params and --batch-tokens are given, and what gradient\n"
       "compression or ZeRO would change");
   number_flag(comm, "--bytes", f->bytes, "bytes all-reduced per step (default: --params x --grad-bytes)", kPositive);
-  number_flag(comm, kGpusFlag, f->world, "ranks in the ring, a device each", {.min = 1});
+  number_flag(comm, kGpusFlag, f->world, "ranks in the ring, a device each", {.min = 1, .max = memory::kMaxWorld});
   comm->add_option("--link", f->link, memory::link_names())->capture_default_str();
   parameter_count_flag(comm, "--params", f->run.params, "model parameters (1.5e9, 7B)");
-  number_flag(comm, "--grad-bytes", f->grad_bytes, "bytes per gradient (4: fp32, 2: bf16)", kPositive);
+  number_flag(comm, "--grad-bytes", f->grad_bytes, "bytes per gradient (4: fp32, 2: bf16)",
+              {.min = 0, .max = 8, .min_open = true});
   number_flag(comm, "--batch-tokens,--batch", f->batch, "tokens (or samples) per step over all ranks", kPositive);
   comm->add_option("--device", f->run.device, memory::device_names())->capture_default_str();
   comm->add_option("--precision", f->run.precision, "bf16 | fp16 | fp32 | int8")

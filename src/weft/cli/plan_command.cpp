@@ -231,23 +231,27 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
   CLI::Option* params =
       c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
   const std::vector<CLI::Option*> architecture = {
-      number_flag(c, "--layers", f->gpt.layers, "GPT: transformer blocks", {.min = 1}),
-      number_flag(c, "--dim,--hidden", f->gpt.dim, "GPT: model width", {.min = 1}),
-      number_flag(c, "--heads", f->gpt.heads, "GPT: attention heads (must divide --dim)", {.min = 1}),
+      number_flag(c, "--layers", f->gpt.layers, "GPT: transformer blocks", {.min = 1, .max = nn::kMaxGptLayers}),
+      number_flag(c, "--dim,--hidden", f->gpt.dim, "GPT: model width", {.min = 1, .max = memory::kMaxPlanCount}),
+      number_flag(c, "--heads", f->gpt.heads, "GPT: attention heads (must divide --dim)",
+                  {.min = 1, .max = memory::kMaxPlanCount}),
       number_flag(c, "--vocab", f->gpt.vocab, "GPT: vocabulary size (weft train's byte tokenizer's; a SentencePiece "
-                  "model's is its --vocab)", {.min = 1}),
-      number_flag(c, "--context,--seq", f->gpt.context, "GPT: sequence length trained on", {.min = 1})};
+                  "model's is its --vocab)", {.min = 1, .max = memory::kMaxPlanCount}),
+      number_flag(c, "--context,--seq", f->gpt.context, "GPT: sequence length trained on",
+                  {.min = 1, .max = memory::kMaxPlanCount})};
   number_flag(
       c, "--batch-size,--batch", f->batch, "global batch, split over --gpus (default: 128 images or 8 sequences per device)",
-      {.min = 1});
+      {.min = 1, .max = memory::kMaxPlanCount});
   c->add_option("--precision", f->precision, "fp32 | fp16 | bf16 (mixed, f32 master weights) | bf16-pure")
       ->capture_default_str();
   c->add_option("--optimizer", f->optimizer, "adamw | adam | momentum (SGD with momentum) | sgd")->capture_default_str();
   number_flag(c, "--zero", f->zero, "ZeRO stage 0-3", {.min = 0, .max = 3});
-  number_flag(c, kGpusFlag, f->world, "devices: data-parallel replicas x --tp x --pp", {.min = 1});
-  number_flag(c, "--tp", f->tp, "GPT: tensor-parallel ranks (heads, MLP and vocabulary split)", {.min = 1});
-  number_flag(c, "--pp", f->pp, "GPT: pipeline stages (blocks split)", {.min = 1});
-  number_flag(c, "--grad-accum", f->grad_accum, "micro-batches per step (a pipeline's are these)", {.min = 1});
+  number_flag(c, kGpusFlag, f->world, "devices: data-parallel replicas x --tp x --pp", {.min = 1, .max = memory::kMaxWorld});
+  number_flag(c, "--tp", f->tp, "GPT: tensor-parallel ranks (heads, MLP and vocabulary split)",
+              {.min = 1, .max = memory::kMaxWorld});
+  number_flag(c, "--pp", f->pp, "GPT: pipeline stages (blocks split)", {.min = 1, .max = memory::kMaxWorld});
+  number_flag(c, "--grad-accum", f->grad_accum, "micro-batches per step (a pipeline's are these)",
+              {.min = 1, .max = memory::kMaxPlanCount});
   c->add_option("--pp-schedule", f->pp_schedule, "1f1b | gpipe")->check(one_of({"1f1b", "gpipe"}))->capture_default_str();
   c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward");
   c->add_option("--device,--gpu", f->device, memory::device_names())->capture_default_str();

@@ -50,7 +50,9 @@ void add_serve_command(CLI::App& app, std::function<void()>& run) {
   s->add_option("--host", f->options.host, "the address to listen on (default: loopback only)")->check(not_empty());
   number_flag(s, "--port", f->options.port, "the port (0: any free one, printed)", {.min = 0, .max = 65535});
   number_flag(s, "--max-batch", f->options.batch.max_batch,
-              "classifiers: inputs run together at most; a GPT: sequences decoded together at most", {.min = 1});
+              "classifiers: inputs run together at most; a GPT: sequences decoded together at most (its KV cache, "
+              "allocated at the start, must fit the machine's memory)",
+              {.min = 1, .max = train::kMaxCount});
   number_flag(s, "--max-wait-ms", f->options.batch.max_wait_ms,
               "classifiers: how long the oldest request waits for others to join its batch", {.min = 0, .max = 60000});
   number_flag(s, "--max-queue", f->options.batch.max_queue, "requests waiting per model; more are answered 503",

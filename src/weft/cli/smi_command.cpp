@@ -177,7 +177,8 @@ void smi(const SmiFlags& f) {
 void add_smi_command(CLI::App& app, std::function<void()>& run) {
   auto f = std::make_shared<SmiFlags>();
   CLI::App* s = app.add_subcommand("smi", "an nvidia-smi-like view of the CPU, RAM, GPUs and running weft processes");
-  number_flag(s, "--watch", f->watch_seconds, "redraw every SECONDS until interrupted", {.min = 0, .min_open = true})
+  number_flag(s, "--watch", f->watch_seconds, "redraw every SECONDS until interrupted (at most a day)",
+              {.min = 0, .max = 86400, .min_open = true})
       ->type_name("SECONDS");
   s->add_flag("--json", f->json, "print one JSON object (one per line under --watch)");
   s->callback([&run, f] { run = [f] { smi(*f); }; });

@@ -278,6 +278,23 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       o->inherit_unset(train::saved_run_options(o->resume_dir),
                        [t](const std::string& flag) { return t->get_option(flag)->count() > 0; }, launched_on_ranks);
       if (o->out_dir.empty()) o->out_dir = o->resume_dir;
+      // The batch is the run's global batch on any number of ranks; one this launch's replicas
+      // cannot share is refused as the run's, not as a flag the user never typed.
+      const auto given = [t](const char* flag) { return t->get_option(flag)->count() > 0; };
+      const int64_t replicas = std::max<int64_t>(1, dist::world().size / std::max<int64_t>(1, o->tp * o->pp));
+      if (o->batch_size && !given("--batch-size")) {
+        const int64_t batch = *o->batch_size;
+        const std::string on = replicas == 1 ? std::string("one process")
+                                             : str("the ", replicas, o->tp * o->pp > 1 ? " data-parallel replicas" : " ranks",
+                                                   " of this launch");
+        WEFT_CHECK(batch % replicas == 0, ValueError, "--resume ", o->resume_dir, ": the run's batch of ", batch,
+                   " samples does not split over ", on, "; a resumed run keeps its batch, so that it goes on with "
+                   "the same training: resume on a number of ranks that divides ", batch, ", or give --batch-size");
+        WEFT_CHECK(batch / replicas % o->grad_accum == 0, ValueError, "--resume ", o->resume_dir, ": the run's batch of ",
+                   batch, " samples, ", batch / replicas, " on each of ", on, ", does not make --grad-accum ",
+                   o->grad_accum, " micro-batches", given("--grad-accum") ? "" : " (the run's)", "; resume on fewer "
+                   "ranks, or give --grad-accum or --batch-size");
+      }
     }
     for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
       WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ", o->model);

@@ -192,9 +192,11 @@ int64_t first_block_of(int64_t stage, int64_t layers, int64_t stages) {
 
 // Named as `weft plan` and `weft train` name nn::GPTConfig's fields: --dim, --context.
 void check_plannable(const nn::GPTConfig& c) {
-  for (auto [flag, value] : {std::pair{"--layers", c.layers}, std::pair{"--dim", c.dim}, std::pair{"--heads", c.heads},
-                             std::pair{"--vocab", c.vocab}, std::pair{"--context", c.context}})
-    check_flag(flag, value, {.min = 1});
+  // More layers would only make the plan slow (a list of every tensor): no GPT weft trains has them.
+  check_flag("--layers", c.layers, {.min = 1, .max = nn::kMaxGptLayers});
+  for (auto [flag, value] : {std::pair{"--dim", c.dim}, std::pair{"--heads", c.heads}, std::pair{"--vocab", c.vocab},
+                             std::pair{"--context", c.context}})
+    check_flag(flag, value, {.min = 1, .max = kMaxPlanCount});
   WEFT_CHECK(c.dim % c.heads == 0, ValueError, "--heads: must divide --dim (", c.dim,
              ") so that each head gets hidden / heads dimensions, got '", c.heads, "'");
   product({c.vocab, c.dim, 16});

@@ -21,6 +21,10 @@
 
 namespace weft::memory {
 
+// A batch or its micro-batches, and a GPT's sizes other than its layers (nn::kMaxGptLayers): weft
+// train's bound (train::kMaxCount), so that the plan's products of them are checked, not absurd.
+inline constexpr int64_t kMaxPlanCount = int64_t{1} << 30;
+
 // Bytes per activation element: `element` for what runs in the training precision, `fp32_ops` for
 // the ops that mixed precision keeps in f32 (softmax and the loss, as autocast
 // does).

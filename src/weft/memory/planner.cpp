@@ -14,9 +14,6 @@ namespace weft::memory {
 
 namespace {
 
-// Data parallelism beyond this many devices is not a plan anyone runs; the search stops there.
-constexpr int64_t kMaxWorld = int64_t{1} << 20;
-
 int64_t divide_up(int64_t bytes, int64_t parts) { return bytes / parts + (bytes % parts != 0); }
 
 ActivationFormat activation_format(Precision precision) {
@@ -30,12 +27,12 @@ ActivationFormat activation_format(Precision precision) {
 }
 
 void check_request(const ModelDescription& model, const PlanRequest& r) {
-  check_flag("--gpus", r.world, {.min = 1});
+  check_flag("--gpus", r.world, {.min = 1, .max = kMaxWorld});
   check_flag("--zero", r.zero, {.min = 0, .max = 3});
-  check_flag("--batch-size", r.batch, {.min = 1});
-  check_flag("--tp", r.tp, {.min = 1});
-  check_flag("--pp", r.pp, {.min = 1});
-  check_flag("--grad-accum", r.micro_batches, {.min = 1});
+  check_flag("--batch-size", r.batch, {.min = 1, .max = kMaxPlanCount});
+  check_flag("--tp", r.tp, {.min = 1, .max = kMaxWorld});
+  check_flag("--pp", r.pp, {.min = 1, .max = kMaxWorld});
+  check_flag("--grad-accum", r.micro_batches, {.min = 1, .max = kMaxPlanCount});
   const bool split = r.splits_model();
   WEFT_CHECK(!split || model.gpt_config().has_value(), ValueError,
              "--tp, --pp: tensor and pipeline parallelism split a GPT; describe one (--model gpt, or --layers "
@@ -247,9 +244,14 @@ ChartRow strategy_chart_row(int64_t model_size_bytes, std::string_view device_ki
 
 Plan make_plan(const ModelDescription& model, PlanRequest request) {
   if (request.batch == 0) {
-    check_flag("--gpus", request.world, {.min = 1});
+    check_flag("--gpus", request.world, {.min = 1, .max = kMaxWorld});
+    check_flag("--grad-accum", request.micro_batches, {.min = 1, .max = kMaxPlanCount});
     const int64_t split = std::max<int64_t>(1, request.tp) * std::max<int64_t>(1, request.pp);
-    request.batch = model.default_batch() * std::max<int64_t>(1, request.world / split) * request.micro_batches;
+    const int64_t replicas = std::max<int64_t>(1, request.world / split);
+    request.batch = model.default_batch() * replicas * request.micro_batches;
+    WEFT_CHECK(request.batch <= kMaxPlanCount, ValueError, "plan: the default batch, ", model.default_batch(),
+               " per device x ", replicas, " data-parallel replicas x ", request.micro_batches,
+               " micro-batches (--grad-accum), is more than ", kMaxPlanCount, "; give --batch-size");
   }
   Plan plan = plan_as_requested(model, request);
   const PlanRequest& r = plan.request;

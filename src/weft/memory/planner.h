@@ -64,6 +64,9 @@ struct ChartRow {
 // advice reads the same for the processes of a CPU run.
 ChartRow strategy_chart_row(int64_t model_size_bytes, std::string_view device_kind);
 
+// Data parallelism beyond this many devices is not a plan anyone runs: the search for a setup that
+// fits stops there, and --gpus, --tp and --pp go no further.
+inline constexpr int64_t kMaxWorld = int64_t{1} << 20;
 struct PlanRequest {
   int64_t batch = 0;  // global; 0: the model's default per device, times world
   Precision precision = Precision::fp32;

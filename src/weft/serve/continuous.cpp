@@ -1,10 +1,13 @@
 #include "weft/serve/continuous.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/random.h"
+#include "weft/core/allocator.h"
 #include "weft/core/threads.h"
+#include "weft/io/input_file.h"
 
 namespace weft::serve {
 
@@ -29,6 +32,24 @@ ContinuousBatcher::ContinuousBatcher(nn::GPT& model, BatchOptions options, std::
     : model_(model), options_(options), on_step_(std::move(on_step)) {
   WEFT_CHECK(options_.max_batch >= 1 && options_.max_queue >= 1, ValueError,
              "continuous batcher: max_batch and max_queue must be at least 1");
+  // The KV cache is allocated whole when the thread starts: one the machine (or the allocator's
+  // WEFT_MEMORY_LIMIT) cannot hold is refused here, before the server says it is serving. Counted
+  // in doubles, which no flag overflows.
+  const nn::GPTConfig& c = model_.config;
+  const double element = static_cast<double>(dtype_size(model_.parameters().front().dtype()));
+  const double per_sequence = 2.0 * static_cast<double>(c.layers) * static_cast<double>(c.context) *
+                              static_cast<double>(c.dim) * element;
+  const int64_t physical = static_cast<int64_t>(io::physical_memory_bytes()),
+                limit = CachingAllocator::cpu().memory_limit();
+  const bool limited = limit > 0 && limit < physical;
+  const double memory = static_cast<double>(limited ? limit : physical),
+               cache = per_sequence * static_cast<double>(options_.max_batch);
+  WEFT_CHECK(cache <= memory, ValueError, "--max-batch: ", options_.max_batch, " sequences of this GPT's ", c.context,
+             "-token context need a KV cache of ", format_bytes(static_cast<int64_t>(std::min(cache, 9e18))),
+             " (keys and values of ", c.layers, " layers of width ", c.dim, ", ", element, " bytes each), more than ",
+             limited ? "the memory limit of " : "this machine's ", format_bytes(static_cast<int64_t>(memory)),
+             limited ? " (WEFT_MEMORY_LIMIT)" : " of memory", "; at most ", static_cast<int64_t>(memory / per_sequence),
+             " fit");
   thread_ = std::thread([this] { loop(); });
 }
 

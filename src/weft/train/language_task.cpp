@@ -15,15 +15,18 @@
 // (add-one smoothed): what a model that ignores context would reach.
 #include "weft/train/task.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
 
 #include "weft/autograd/grad_mode.h"
+#include "weft/core/allocator.h"
 #include "weft/core/random.h"
 #include "weft/data/sampler.h"
 #include "weft/data/text.h"
 #include "weft/infer/metadata.h"
+#include "weft/io/input_file.h"
 #include "weft/ops/loss.h"
 #include "weft/train/checkpoint.h"
 
@@ -221,6 +224,15 @@ class LanguageTask : public Task {
                  : from_shards          ? shard_tokenizer(shards.train[0])
                                         : data::load_tokenizer("byte");
     config_ = resolve_config(t, saved, tokenizer_->vocab_size());
+    // Every rank builds the whole model in f32 first (a split keeps its share after): a GPT whose
+    // weights alone exceed the machine's memory is refused before any of it is allocated.
+    const double weights = 4.0 * static_cast<double>(config_.num_parameters()),
+                 memory = static_cast<double>(io::physical_memory_bytes());
+    WEFT_CHECK(weights <= memory, ValueError, "the GPT of ", config_.layers, " layers of width ", config_.dim,
+               " (--layers, --dim) has ", config_.num_parameters() == INT64_MAX ? "more than 2^63" :
+               str(config_.num_parameters()), " parameters: ",
+               weights > 9e18 ? "more than 8 EiB" : format_bytes(static_cast<int64_t>(weights)), " of f32 weights "
+               "alone, more than this machine's ", format_bytes(static_cast<int64_t>(memory)), " of memory");
     WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError,
                "--vocab: must be at least the tokenizer's vocabulary of ", tokenizer_->vocab_size(), ", got '",
                config_.vocab, "'");

@@ -225,6 +225,23 @@ void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::functio
   }
 }
 
+nlohmann::json TrainOptions::agreed_across_ranks() const {
+  return nlohmann::json::array({{"--model", model}, {"--steps", or_null(steps)}, {"--epochs", or_null(epochs)}, {"--time-limit", time_limit},
+          {"--limit-train-batches", limit_train_batches}, {"--batch-size", or_null(batch_size)},
+          {"--optimizer", optim::optimizer_name(optimizer)}, {"--lr", or_null(lr)},
+          {"--weight-decay", or_null(weight_decay)}, {"--schedule", schedule}, {"--warmup", or_null(warmup)},
+          {"--clip-grad", or_null(clip_grad)}, {"--precision", amp::precision_name(precision)},
+          {"--master-weights", master_weights}, {"--parallel", parallel}, {"--tp", tp}, {"--pp", pp},
+          {"--pp-schedule", pp_schedule}, {"--grad-compress", grad_compress}, {"--sync-every", sync_every},
+          {"--bucket-mb", bucket_mb}, {"--no-overlap", !ddp_overlap}, {"--grad-accum", grad_accum},
+          {"--checkpoint-activations", checkpoint_activations}, {"--auto-batch", auto_batch},
+          {"--eval-every", or_null(eval_every)}, {"--out", out_dir}, {"--resume", resume_dir}, {"--seed", seed},
+          {"--dataset", image.dataset}, {"--data-dir", image.data_dir}, {"--layers", or_null(text.layers)},
+          {"--heads", or_null(text.heads)}, {"--dim", or_null(text.dim)}, {"--context", or_null(text.context)},
+          {"--vocab", or_null(text.vocab)}, {"--dropout", text.dropout}, {"--tokenizer", text.tokenizer},
+          {"--data", text.data}, {"--val-fraction", text.val_fraction}, {"--eval-windows", text.eval_windows}});
+}
+
 nlohmann::json TrainOptions::to_json() const {
   nlohmann::json j = {{"model", model}, {"steps", or_null(steps)}, {"epochs", or_null(epochs)},
                       {"time_limit", time_limit}, {"limit_train_batches", limit_train_batches},

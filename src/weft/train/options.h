@@ -24,7 +24,10 @@ namespace weft::train {
 // what the trainer multiplies (planned steps, batches per epoch, tokens per batch) fits int64.
 inline constexpr int64_t kMaxSteps = 1'000'000'000'000;  // --steps, and what --epochs or --time-limit plan
 inline constexpr int64_t kMaxCount = int64_t{1} << 30;    // a batch, a GPT's sizes, steps between logs
-inline constexpr int kMaxThreads = 1024;                  // --threads and --prefetch
+// --threads and --prefetch, for every command that takes them: a fixed bound rather than a multiple
+// of this machine's cores, so that a command line means the same on every machine; above any CPU's
+// hardware threads here, and far below the 100000 at which weft crashed (SIGSEGV) starting them.
+inline constexpr int kMaxThreads = 1024;
 
 // --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files).
 struct ImageOptions {
@@ -128,6 +131,19 @@ struct TrainOptions {
   // CLI calls it as soon as the flags are parsed, train() before it reads anything.
   void validate() const;
   nlohmann::json to_json() const;
+  // What every rank of a launch must be given alike, as [flag, value] pairs (null: not given), in
+  // the order of the fields above; train() refuses a launch whose ranks differ in one, naming it.
+  // The rule: a field is agreed when a rank given another value would compute something else and
+  // have it averaged with the others, or issue other collectives and hang. So the model and every
+  // size and probability of it, the data, its split and order (the seed), how long the run is
+  // and when it evaluates and saves, the batch and its micro-batches, the optimizer, its schedule
+  // and clipping, the precision, the parallel layout with its buckets and compression, and the
+  // directories every rank reads or writes its shard in. Left to each rank is what touches only
+  // its own machine or rank 0's output: --threads, --prefetch, --memory-limit (under --auto-batch
+  // the ranks agree on the micro-batch after an out-of-memory), --comm-timeout, --log-every,
+  // --print-schedule, --profile and --profile-steps (rank 0 alone records), --overwrite (rank 0
+  // alone deletes).
+  nlohmann::json agreed_across_ranks() const;
   // Resuming continues the same run: every option of the run itself (the model, its data, the
   // batch, the optimizer and its schedule, the precision) that `given(flag)` says was not on the
   // command line takes its value from the checkpoint's recorded options (`saved`, to_json()'s

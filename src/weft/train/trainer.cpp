@@ -246,6 +246,47 @@ std::string fixed(double value, int decimals) {
   return buf;
 }
 
+// An agreed option's value as the user gave it: "not given" for a flag left out.
+std::string shown_value(const nlohmann::json& value) {
+  if (value.is_null() || value == false || value == "" || value == nlohmann::json::array()) return "not given";
+  if (value == true) return "given";
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) return shortest(value.get<double>());
+  if (!value.is_array()) return value.dump();
+  std::string words;
+  for (const nlohmann::json& word : value) words += str(words.empty() ? "" : " ", shown_value(word));
+  return words;
+}
+
+// Every rank's TrainOptions::agreed_across_ranks(), gathered to every rank, so that all of them
+// name the same first flag that differs (and the lowest rank that differs in it) and refuse alike.
+void refuse_ranks_that_disagree(const TrainOptions& options, dist::ProcessGroup& group) {
+  const std::string mine = options.agreed_across_ranks().dump();
+  const int world = group.size();
+  Tensor lengths = Tensor::empty({world}, DType::i64);
+  group.all_gather(Tensor::scalar(static_cast<double>(mine.size()), DType::i64), lengths);
+  const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
+  const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<uint8_t> padded(static_cast<size_t>(longest), 0);
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  Tensor texts = Tensor::empty({world, longest}, DType::u8);
+  group.all_gather(Tensor::from_vector(padded, {longest}), texts);
+  const std::vector<uint8_t> bytes = texts.to_vector<uint8_t>();
+  std::vector<nlohmann::json> ranks;
+  for (int r = 0; r < world; ++r) {
+    const auto begin = bytes.begin() + r * longest;
+    ranks.push_back(nlohmann::json::parse(begin, begin + sizes[static_cast<size_t>(r)]));
+  }
+  for (size_t i = 0; i < ranks[0].size(); ++i)
+    for (int r = 1; r < world; ++r) {
+      nlohmann::json& theirs = ranks[static_cast<size_t>(r)][i];
+      if (theirs == ranks[0][i]) continue;
+      throw ValueError(str(ranks[0][i][0].get<std::string>(), " differs across ranks: ", shown_value(ranks[0][i][1]),
+                           " on rank 0, ", shown_value(theirs[1]), " on rank ", r,
+                           "; every rank of a launch trains the same model on the same data, with the same flags"));
+    }
+}
+
 }  // namespace
 
 Tensor summed_cross_entropy(const Tensor& outputs, const Tensor& targets) {
@@ -335,23 +376,10 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // ZeRO-2 and 3 the failed rank would have every micro-batch's collectives to replay.
   WEFT_CHECK(zero_stage < 2 || !options.auto_batch, ValueError, "--auto-batch: not under --parallel ",
              options.parallel, " yet (it works with ddp and zero1)");
-  if (distributed) {
-    // Every rank must run the same training: a rank started with other flags would take other
-    // steps, or wait in a collective the others never issue. Each rank's options, hashed, are
-    // compared before anything is loaded, and every rank refuses alike.
-    const uint64_t mine = std::hash<std::string>{}(options.to_json().dump());
-    Tensor hash = Tensor::scalar(static_cast<double>(static_cast<int64_t>(mine >> 1)), DType::i64);
-    Tensor all = Tensor::empty({world}, DType::i64);
-    group.all_gather(hash, all);
-    const std::vector<int64_t> hashes = all.to_vector<int64_t>();
-    std::string differ;
-    for (int r = 1; r < world; ++r)
-      if (hashes[static_cast<size_t>(r)] != hashes[0]) differ += str(differ.empty() ? "" : ", ", r);
-    const bool one = differ.find(',') == std::string::npos;
-    WEFT_CHECK(differ.empty(), ValueError, "the ranks were started with different options: rank", one ? " " : "s ",
-               differ, one ? " differs" : " differ", " from rank 0; every rank of a data-parallel run takes the same "
-               "weft train flags");
-  }
+  // Every rank must run the same training: a rank started with other flags would train another
+  // model or read other data, have it averaged with the others', or wait in a collective the
+  // others never issue. Nothing is loaded before the ranks agree.
+  if (distributed) refuse_ranks_that_disagree(options, group);
   // A model split by tensor and pipeline parallelism, replicas of it over the remaining ranks
   // (train/split_model.h has the layout).
   const int tp = static_cast<int>(options.tp), pp = static_cast<int>(options.pp);
