@@ -183,26 +183,26 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
   r.world = 3;
   EXPECT_TRUE(contains(plan_with(r), "--gpus: must divide --batch-size (128)")) << plan_with(r);
   r.world = 0;
-  EXPECT_TRUE(contains(plan_with(r), "--gpus: must be a positive whole number, got '0'"));
+  EXPECT_TRUE(contains(plan_with(r), "--gpus: must be a whole number from 1 to 1048576, got '0'"));
   r.world = 1;
   r.zero = 4;
   EXPECT_TRUE(contains(plan_with(r), "--zero: must be a whole number from 0 to 3, got '4'"));
   r.zero = 0;
   r.batch = -5;
-  EXPECT_TRUE(contains(plan_with(r), "--batch-size: must be a positive whole number, got '-5'"));
+  EXPECT_TRUE(contains(plan_with(r), "--batch-size: must be a whole number from 1 to 1073741824, got '-5'"));
   r.batch = 128;
   r.device = "TPUv9";
   EXPECT_TRUE(contains(plan_with(r), "A100-40GB|A100-80GB|H100|H200|RTX4090|cpu"));
   auto gpt_error = [](nn::GPTConfig c) { return message_of<ValueError>([&] { ModelDescription::gpt(c); }); };
   EXPECT_TRUE(contains(gpt_error({.heads = 5, .dim = 768}), "--heads: must divide --dim (768)"));
-  EXPECT_TRUE(contains(gpt_error({.layers = 0}), "--layers: must be a positive whole number, got '0'"));
+  EXPECT_TRUE(contains(gpt_error({.layers = 0}), "--layers: must be a whole number from 1 to 1024, got '0'"));
   EXPECT_TRUE(contains(gpt_error({.vocab = -3}), "--vocab"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::parameters_only(0); }), "--params"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { ModelDescription::builtin("resnet"); }), "mlp, cnn, gpt or gpt2"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { amp::parse_precision("int3"); }), "bf16-pure"));
   EXPECT_TRUE(contains(message_of<ValueError>([] { optim::parse_optimizer("lion"); }), "momentum"));
-  // Sizes whose activations would not fit in 64 bits are implausible, not a number.
-  const nn::GPTConfig huge{.layers = 1, .heads = 4, .dim = 64, .context = int64_t{1} << 40, .vocab = 10};
+  // Sizes each within its bound whose activations would not fit in 64 bits are implausible, not a number.
+  const nn::GPTConfig huge{.layers = 1, .heads = 4, .dim = int64_t{1} << 20, .context = int64_t{1} << 30, .vocab = 10};
   EXPECT_TRUE(contains(message_of<ValueError>([&] {
     make_plan(ModelDescription::gpt(huge), {.batch = 1 << 20, .precision = Precision::fp32,
                                             .optimizer = OptimizerKind::adam, .zero = 0, .world = 1,
