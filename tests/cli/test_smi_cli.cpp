@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "monitor/status_of_this_process.h"
 #include "weft/monitor/status_file.h"
 #include "weft_cli.h"
 
@@ -193,19 +194,7 @@ TEST_F(SmiCli, WatchRedrawsUntilInterrupted) {
   EXPECT_LE(views, 9) << output;
 }
 
-// A status of this test's own process (weft_tests: a weft binary of this user's), as a publisher
-// would write it.
-nlohmann::json status_of_this_process() {
-  monitor::ProcessStatus s;
-  s.pid = getpid();
-  s.proc_start_ticks = monitor::process_start_ticks(s.pid).value();
-  s.started_unix_s = s.updated_unix_s =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  s.command = "train";
-  s.model = "mlp";
-  s.progress_name = "step";
-  return s.to_json();
-}
+nlohmann::json status_of_this_process() { return weft::testing::status_of_this_process().to_json(); }
 
 TEST_F(SmiCli, HostileStatusFilesNeitherHangNorReachTheTerminal) {
   ASSERT_EQ(mkfifo((dir_ / "x.json").c_str(), 0600), 0);

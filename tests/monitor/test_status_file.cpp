@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "monitor/status_of_this_process.h"
 #include "temp_dir.h"
 #include "weft/core/error.h"
 
@@ -41,17 +42,7 @@ class StatusFileTest : public ::testing::Test {
   fs::path dir_;
 };
 
-monitor::ProcessStatus status_of_this_process() {
-  monitor::ProcessStatus s;
-  s.pid = getpid();
-  s.proc_start_ticks = monitor::process_start_ticks(s.pid).value();
-  s.started_unix_s = s.updated_unix_s =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  s.command = "train";
-  s.model = "mlp";
-  s.progress_name = "step";
-  return s;
-}
+using weft::testing::status_of_this_process;
 
 // The pid of a child that has exited and been reaped: no process has it now.
 int64_t dead_pid() {

@@ -22,12 +22,7 @@ BoardServer::BoardServer(BoardOptions options, std::vector<std::string> allowed_
     return r;
   };
   http_ = std::make_unique<net::Server>(std::move(http));
-  http_->get("/", [](const net::Request&) {
-    net::Response page;
-    page.content_type = "text/html; charset=utf-8";
-    page.body = board_page();
-    return page;
-  }, /*quick=*/true);
+  http_->get("/", [](const net::Request&) { return net::html_page(board_page()); }, /*quick=*/true);
   http_->get("/api/runs", [this](const net::Request&) {
     net::Response r;
     r.headers.emplace_back("Cache-Control", "no-store");

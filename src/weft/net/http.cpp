@@ -316,6 +316,13 @@ size_t RequestParser::feed(std::string_view bytes) {
   return used;
 }
 
+Response html_page(std::string html) {
+  Response page;
+  page.content_type = "text/html; charset=utf-8";
+  page.body = std::move(html);
+  return page;
+}
+
 std::string response_head(const Response& response, bool keep_alive) {
   std::string head = str("HTTP/1.1 ", response.status, " ", reason(response.status), "\r\nContent-Type: ",
                          response.content_type, "\r\n");

@@ -109,6 +109,9 @@ struct Response {
   std::function<void(Writer&)> stream;
 };
 
+// A page of the server's own (the playground, the board).
+Response html_page(std::string html);
+
 using Handler = std::function<Response(const Request&)>;
 
 struct ServerOptions {

@@ -477,12 +477,7 @@ void Server::add_routes() {
     return res;
   }));
 
-  http_->get("/", [](const net::Request&) {
-    net::Response page;
-    page.content_type = "text/html; charset=utf-8";
-    page.body = playground_page();
-    return page;
-  }, /*quick=*/true);
+  http_->get("/", [](const net::Request&) { return net::html_page(playground_page()); }, /*quick=*/true);
 
   http_->get("/v1/examples", guarded([this, model_for](const net::Request& req) {
     const std::optional<std::string> name = req.param("model");
