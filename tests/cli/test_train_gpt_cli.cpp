@@ -202,5 +202,16 @@ TEST(TrainGptCli, RefusesAModelLargerThanTheMachine) {
                      "has more than 2^63 parameters: more than 8 EiB of f32 weights alone");
 }
 
+// A batch whose step cannot fit is refused before the data is read, as weft plan would predict it
+// (a tiny GPT at --batch-size 1000000 grew to the machine's 24 GB before the OS stopped it), with
+// what to do instead.
+TEST(TrainGptCli, RefusesAStepLargerThanTheMachine) {
+  const std::string tiny = "train --model gpt --data random --steps 1 --layers 1 --heads 2 --dim 32 --context 32 ";
+  expect_usage_error(weft_cli(tiny + "--batch-size 1000000"),
+                     "a step of 1000000 sequences of 32 tokens (--batch-size 1000000) needs about ");
+  expect_usage_error(weft_cli(tiny + "--batch-size 1000000 --grad-accum 2"),
+                     "a step of 500000 sequences of 32 tokens (--batch-size 1000000, --grad-accum 2) needs about ");
+}
+
 }  // namespace
 }  // namespace weft::testing

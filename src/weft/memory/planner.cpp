@@ -203,7 +203,7 @@ std::optional<Plan> first_that_fits(const ModelDescription& model, const Plan& p
   if (split) return std::nullopt;
   r.zero = 3;
   for (int64_t world = r.world * 2; world <= kMaxWorld; world *= 2) {
-    if (plan.per_device_batch > std::numeric_limits<int64_t>::max() / world) break;
+    if (plan.per_device_batch > kMaxPlanCount / world) break;  // past what a plan may be asked for
     r.batch = plan.per_device_batch * world;
     r.world = world;
     if (auto p = fits(r)) return p;
@@ -276,7 +276,10 @@ Plan make_plan(const ModelDescription& model, PlanRequest request) {
     plan.notes.push_back("neither bf16 nor activation checkpointing makes it fit: more tensor-parallel ranks or "
                          "pipeline stages, or fewer samples per micro-batch (--grad-accum)");
   } else {
-    plan.notes.push_back(str("no data-parallel setup up to ", kMaxWorld, " devices fits ", plan.device.name,
+    // The search doubles the devices while the global batch stays within what a plan may ask for.
+    int64_t searched = r.world;
+    while (searched * 2 <= kMaxWorld && plan.per_device_batch <= kMaxPlanCount / (searched * 2)) searched *= 2;
+    plan.notes.push_back(str("no data-parallel setup up to ", searched, " devices fits ", plan.device.name,
                              ": the activations of ", plan.per_device_batch,
                              " samples per device or one layer's parameters are too large; lower the per-device "
                              "batch (gradient accumulation keeps the global batch) or split the layers with tensor "

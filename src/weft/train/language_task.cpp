@@ -25,8 +25,10 @@
 #include "weft/core/random.h"
 #include "weft/data/sampler.h"
 #include "weft/data/text.h"
+#include "weft/dist/world.h"
 #include "weft/infer/metadata.h"
 #include "weft/io/input_file.h"
+#include "weft/memory/planner.h"
 #include "weft/ops/loss.h"
 #include "weft/train/checkpoint.h"
 
@@ -233,6 +235,26 @@ class LanguageTask : public Task {
                str(config_.num_parameters()), " parameters: ",
                weights > 9e18 ? "more than 8 EiB" : format_bytes(static_cast<int64_t>(weights)), " of f32 weights "
                "alone, more than this machine's ", format_bytes(static_cast<int64_t>(memory)), " of memory");
+    // A step's activations grow with the micro-batch: one that the planner (memory/planner.h) says
+    // cannot fit this machine's memory, every rank on this host holding its own, is refused before
+    // the data is read, rather than found by the kernel's out-of-memory killer. --auto-batch is
+    // left to find its micro-batch itself, and a split model's shares are not planned here.
+    if (!o.auto_batch && o.tp == 1 && o.pp == 1) {
+      const dist::World& w = dist::world();
+      const int64_t batch = o.batch_size.value_or(kTextDefaults.batch_size);
+      const int64_t micro = std::max<int64_t>(1, batch / w.size / o.grad_accum);
+      const memory::Plan plan = memory::make_plan(
+          memory::ModelDescription::gpt(config_),
+          {.batch = micro * w.size, .precision = o.precision, .optimizer = o.optimizer, .zero = o.zero_stage(),
+           .world = w.size, .checkpoint_activations = o.checkpoint_activations, .device = "cpu"});
+      const double needed = static_cast<double>(plan.total_bytes) * w.local_size;
+      WEFT_CHECK(needed <= memory, ValueError, "a step of ", micro, " sequences of ", config_.context,
+                 " tokens (--batch-size ", batch, w.size > 1 ? str(" over ", w.size, " ranks") : std::string(),
+                 o.grad_accum > 1 ? str(", --grad-accum ", o.grad_accum) : std::string(), ") needs about ",
+                 format_bytes(static_cast<int64_t>(needed)), w.local_size > 1 ? " on this host's ranks" : "",
+                 " (weft plan's estimate), more than this machine's ", format_bytes(static_cast<int64_t>(memory)),
+                 " of memory; run it in micro-batches (--grad-accum), or with --checkpoint-activations or --auto-batch");
+    }
     WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError,
                "--vocab: must be at least the tokenizer's vocabulary of ", tokenizer_->vocab_size(), ", got '",
                config_.vocab, "'");
