@@ -344,8 +344,10 @@ TEST(Profiler, KeyAveragesJudgeOpsAgainstTheRoofline) {
   EXPECT_EQ(Profiler::table(profiler.key_averages(), {}).find("compute"), std::string::npos);
 }
 
-// The phases account for the step, and the step scope for the wall-clock time around it. The step
-// does enough work (tens of ms) that the scopes' own cost is far below the tolerance.
+// The phases account for the step, and the step scope for the wall-clock time around it: the scopes
+// nest exactly, and the step does enough work (tens of ms) that the scopes' own cost is far below
+// the tolerance. The tolerance is wide on the side a preempted thread can push it (time outside a
+// scope but inside the clock), since CI runs tests two at a time on two cores under sanitizers.
 TEST(Profiler, ProfiledStepMatchesTheStepTime) {
   MlpStep step(1024);
   step.run();  // oneDNN primitives and the allocator's cache warm up unprofiled
@@ -363,8 +365,10 @@ TEST(Profiler, ProfiledStepMatchesTheStepTime) {
   }
   ASSERT_GT(wall_ms, 5.0);
   EXPECT_NEAR(profiler.step_ms(), step_ms, 1e-9);
-  EXPECT_NEAR(phases_ms / step_ms, 1.0, 0.03) << phases_ms << " ms in phases, step " << step_ms << " ms";
-  EXPECT_NEAR(step_ms / wall_ms, 1.0, 0.03) << step_ms << " ms in the step scope, " << wall_ms << " ms wall";
+  EXPECT_LE(phases_ms, step_ms + 1e-9);
+  EXPECT_LE(step_ms, wall_ms + 1e-9);
+  EXPECT_GT(phases_ms / step_ms, 0.9) << phases_ms << " ms in phases, step " << step_ms << " ms";
+  EXPECT_GT(step_ms / wall_ms, 0.9) << step_ms << " ms in the step scope, " << wall_ms << " ms wall";
   double op_self_ms = 0;
   for (const auto& r : profiler.key_averages()) op_self_ms += r.self_ms;
   EXPECT_LE(op_self_ms, step_ms);
