@@ -36,9 +36,10 @@
 // are: a grad-ready hook copies each final gradient into its bucket's flat gradient buffer and
 // drops the parameter's .grad at once, so no full gradient outlives its copy; a bucket whose last
 // gradient is in is reduced (averaged) asynchronously on the group's thread, in bucket order, as
-// DDP's are: all-reduced under stage 1, reduce-scattered to each rank's shard under 2 and 3. Stage 1 all-reduces only the last micro-batch of --grad-accum (no_sync before);
-// stages 2 and 3 reduce-scatter every micro-batch and add the shards, so that no rank ever holds
-// a full gradient for longer than a bucket. A parameter without a gradient in a pass adds zeros.
+// DDP's are: all-reduced under stage 1, reduce-scattered to each rank's shard under 2 and 3.
+// Stage 1 all-reduces only the last micro-batch of --grad-accum (no_sync before); stages 2 and 3
+// reduce-scatter every micro-batch and add the shards, so that no rank ever holds a full gradient
+// for longer than a bucket. A parameter without a gradient in a pass adds zeros.
 //
 // Bytes per rank for Psi parameters (model states: parameters, gradients, optimizer states),
 // Adam over f32 parameters (4 + 4 + 8), and with master weights (2 + 2 + 12, the paper's):
