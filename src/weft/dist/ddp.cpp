@@ -60,7 +60,8 @@ void DistributedDataParallel::reduce_gradients() {
 
 LocalSGD::LocalSGD(nn::Module& model, ProcessGroup& group, int64_t bucket_bytes)
     : params_(broadcast_from_rank_0(model, group)),
-      buckets_(params_, reverse_order_buckets(params_, bucket_bytes), group, {.hook_gradients = false, .keep_buffers = false}) {}
+      buckets_(params_, reverse_order_buckets(params_, bucket_bytes), group,
+               {.hook_gradients = false, .keep_buffers = false}) {}
 
 void LocalSGD::average_parameters() {
   buckets_.arm();
