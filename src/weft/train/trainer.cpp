@@ -591,19 +591,11 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                                     : std::optional<DType>(o.grad_compress == "bf16" ? DType::bf16 : DType::f16);
   // --sync-every K (local SGD): each replica steps on its own gradients from rank 0's start, and
   // the replicas average their parameters every K steps (and before evaluating or saving).
-  const bool local_sgd = o.sync_every > 1;
-  auto average_parameters = [&] {
-    NoGradGuard no_grad;
-    for (Tensor& p : model->parameters()) data_group.all_reduce(p, dist::ReduceOp::avg);
-  };
-  if (data_parallel && local_sgd) {
-    NoGradGuard no_grad;
-    for (Tensor& p : model->parameters()) data_group.broadcast(p, 0);
-    for (auto& [name, buffer] : model->named_buffers()) data_group.broadcast(buffer, 0);
-  }
-  if (data_parallel && !zero && !local_sgd && !stage)
-    ddp.emplace(*model, data_group,
-                dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap, .compress = wire});
+  std::optional<dist::LocalSGD> local_sgd;
+  if (o.sync_every > 1) local_sgd.emplace(*model, data_group, o.bucket_mb << 20);
+  if (data_parallel && !zero && !local_sgd)
+    ddp.emplace(*model, data_group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap,
+                                                     .compress = wire, .transient_buckets = stage != nullptr});
   dist::GradientSync* sync = ddp ? static_cast<dist::GradientSync*>(&*ddp) : zero ? &*zero : nullptr;
   int64_t micro_batch = rank_batch / o.grad_accum;
   // One step's gradients: accumulate_step's micro-batches, or the pipeline's schedule, whose
@@ -615,16 +607,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                              state.step, log, task->tallies_accuracy(), norm, sync);
     const PipelineTally t =
         pipeline_step(*stage, *pp_group, pp_schedule, *optimizer, batch, o.grad_accum, low_precision, token_loss);
-    if (zero) {
-      zero->reduce_gradients();
-    } else if (data_parallel) {
-      NoGradGuard no_grad;
-      for (const Tensor& p : model->parameters()) {
-        if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), p.dtype()));
-        Tensor grad = p.grad();
-        data_group.all_reduce(grad, dist::ReduceOp::avg);
-      }
-    }
+    if (sync) sync->reduce_gradients();
     pipeline_idle += t.pipeline.idle_seconds;
     pipeline_busy += t.pipeline.seconds;
     return t.tally;
@@ -724,7 +707,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
         << " micro-batches of " << micro_batch << ")";
   if (ddp)
     log << "; data parallel on " << replicas << ranks_name << ", " << rank_batch << " samples each, gradients all-reduced in "
-        << ddp->buckets() << " buckets" << (o.ddp_overlap ? " during backward" : " after backward") << ", "
+        << ddp->buckets() << " buckets" << (o.ddp_overlap && !stage ? " during backward" : " after backward") << ", "
         << format_bytes(ddp->all_reduced_bytes()) << " per step" << (wire ? str(" in ", o.grad_compress) : "");
   if (local_sgd)
     log << "; local SGD on " << replicas << " ranks, " << rank_batch << " samples each, parameters averaged every "
@@ -782,7 +765,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // the checkpoint.
   auto evaluate = [&] {
     const Clock::time_point evaluation_start = Clock::now();
-    if (local_sgd && state.step % o.sync_every != 0) average_parameters();
+    if (local_sgd && state.step % o.sync_every != 0) local_sgd->average_parameters();
     // A model held in bf16 (--master-weights) takes a classifier's f32 images through autocast, as
     // weft eval does; autocast over f32 parameters evaluates in f32, as it always has.
     const AutocastGuard model_dtype(o.master_weights ? low_precision : std::nullopt);
@@ -908,7 +891,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     if (profiler) profiler->after(state.step, step_seconds);
     ++state.step;
     monitor::report_progress(state.step);
-    if (local_sgd && state.step % o.sync_every == 0) average_parameters();
+    if (local_sgd && state.step % o.sync_every == 0) local_sgd->average_parameters();
     train_seconds += step_seconds;
     result.items += items;
 
@@ -982,7 +965,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   } else {
     // Preempted: the checkpoint first, and no evaluation, which may take longer than the notice.
     log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
-    if (local_sgd && state.step % o.sync_every != 0) average_parameters();
+    if (local_sgd && state.step % o.sync_every != 0) local_sgd->average_parameters();
     if (saving) {
       save();
       log << "; checkpoint in " << o.out_dir << " (continue with " << train_command("--resume " + shell_quote(o.out_dir))
