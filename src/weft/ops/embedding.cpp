@@ -91,7 +91,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   WEFT_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be [num_embeddings, dim], got ",
              shape_str(weight.shape()));
   const int64_t V = weight.shape()[0], D = weight.shape()[1];
-  monitor::OpScope scope("embedding", {indices, weight});
+  monitor::OpScope scope(Op::embedding, {indices, weight});
   Tensor idx = indices.contiguous_untracked();
   const int64_t* pi = idx.data<int64_t>();
   const int64_t n = idx.numel();
@@ -109,7 +109,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
 #pragma omp parallel for if (n * D >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * row_bytes, src + pi[i] * row_bytes, row_bytes);
   if (scope.active()) scope.set_cost(0, monitor::bytes_of({indices, out, out}));  // the rows read, and written
-  record("embedding", {indices, weight}, {out}, [idx, V, D](const Grads& g) {
+  record(op_name(Op::embedding), {indices, weight}, {out}, [idx, V, D](const Grads& g) {
     Tensor* gathered = autograd::gathered_gradient(1);
     if (gathered && gathered->dtype() == g[0].dtype() && (g[0].dtype() == DType::f32 || g[0].dtype() == DType::f64)) {
       if (g[0].dtype() == DType::f32) add_rows_into<float>(*gathered, g[0], idx);

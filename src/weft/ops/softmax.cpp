@@ -5,7 +5,7 @@
 #include "weft/core/convert.h"
 #include "weft/core/random.h"
 #include "weft/core/threads.h"
-#include "weft/kernels/cpu/softmax.h"
+#include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/autocast.h"
@@ -17,23 +17,23 @@ using Grads = std::vector<Tensor>;
 
 // Both backward kernels need only the output, so x is not kept alive by the graph.
 Tensor softmax(const Tensor& x_in, int64_t dim) {
-  const Tensor x = autocast("softmax", x_in);
-  monitor::OpScope scope("softmax", {x});
-  Tensor y = cpu::softmax(x, dim);
+  const Tensor x = autocast(Op::softmax, x_in);
+  monitor::OpScope scope(Op::softmax, {x});
+  Tensor y = kernels::of(x).softmax(x, dim);
   if (scope.active()) scope.set_cost(5.0 * y.numel(), monitor::bytes_of({x, y}));  // max, sub, exp, sum, scale
-  record("softmax", {x}, {y}, [y = y.detach(), dim](const Grads& g) {
-    return Grads{cpu::softmax_backward(g[0], y, dim)};
+  record(op_name(Op::softmax), {x}, {y}, [y = y.detach(), dim](const Grads& g) {
+    return Grads{kernels::of(g[0]).softmax_backward(g[0], y, dim)};
   });
   return y;
 }
 
 Tensor log_softmax(const Tensor& x_in, int64_t dim) {
-  const Tensor x = autocast("log_softmax", x_in);
-  monitor::OpScope scope("log_softmax", {x});
-  Tensor y = cpu::log_softmax(x, dim);
+  const Tensor x = autocast(Op::log_softmax, x_in);
+  monitor::OpScope scope(Op::log_softmax, {x});
+  Tensor y = kernels::of(x).log_softmax(x, dim);
   if (scope.active()) scope.set_cost(5.0 * y.numel(), monitor::bytes_of({x, y}));  // max, sub, exp, sum, sub
-  record("log_softmax", {x}, {y}, [y = y.detach(), dim](const Grads& g) {
-    return Grads{cpu::log_softmax_backward(g[0], y, dim)};
+  record(op_name(Op::log_softmax), {x}, {y}, [y = y.detach(), dim](const Grads& g) {
+    return Grads{kernels::of(g[0]).log_softmax_backward(g[0], y, dim)};
   });
   return y;
 }
@@ -67,7 +67,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   WEFT_CHECK(is_floating(x.dtype()), DTypeError, "dropout: expected a floating-point tensor, got ",
              dtype_name(x.dtype()));
   if (!training || p == 0) return x;
-  monitor::OpScope scope("dropout", {x});
+  monitor::OpScope scope(Op::dropout, {x});
   Tensor keep = Tensor::zeros(x.shape(), DType::u8);
   const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;  // p = 1 keeps nothing and draws nothing
   if (p < 1) {
@@ -79,7 +79,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   }
   Tensor out = apply_mask(x, keep, scale);
   if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, keep, keep, out}));  // keep written, read
-  record("dropout", {x}, {out}, [keep, scale](const Grads& grad) { return Grads{apply_mask(grad[0], keep, scale)}; });
+  record(op_name(Op::dropout), {x}, {out}, [keep, scale](const Grads& grad) { return Grads{apply_mask(grad[0], keep, scale)}; });
   return out;
 }
 
