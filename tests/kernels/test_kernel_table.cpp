@@ -55,7 +55,9 @@ KernelTable counting_table(size_t& entries) {
   WEFT_COUNT(adaptive_avg_pool2d) WEFT_COUNT(adaptive_avg_pool2d_backward) WEFT_COUNT(layer_norm)
   WEFT_COUNT(layer_norm_backward) WEFT_COUNT(batch_norm) WEFT_COUNT(batch_norm_backward) WEFT_COUNT(softmax)
   WEFT_COUNT(softmax_backward) WEFT_COUNT(log_softmax) WEFT_COUNT(log_softmax_backward)
-  WEFT_COUNT(cross_entropy_forward) WEFT_COUNT(cross_entropy_backward) WEFT_COUNT(copy)
+  WEFT_COUNT(cross_entropy_forward) WEFT_COUNT(cross_entropy_backward) WEFT_COUNT(masked_scale)
+  WEFT_COUNT(embedding)
+  WEFT_COUNT(embedding_backward) WEFT_COUNT(embedding_backward_into) WEFT_COUNT(copy)
 #undef WEFT_COUNT
   return table;
 }
@@ -152,7 +154,7 @@ TEST(KernelTable, AGptStepGoesThroughTheTable) {
       [&] { return std::make_shared<nn::GPT>(config); },
       [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p); },
       Tensor::from_vector(ids, {2, 8}), labels(next),
-      {"layer_norm", "layer_norm_backward", "fold_rows", "matmul", "attention_forward", "attention_backward",
+      {"embedding", "embedding_backward", "layer_norm", "layer_norm_backward", "fold_rows", "matmul", "attention_forward", "attention_backward",
        "unary", "binary", "sum", "cross_entropy_forward", "cross_entropy_backward"});
 }
 

@@ -43,6 +43,10 @@ const KernelTable cpu_kernels = {
     .log_softmax_backward = cpu::log_softmax_backward,
     .cross_entropy_forward = cpu::cross_entropy_forward,
     .cross_entropy_backward = cpu::cross_entropy_backward,
+    .masked_scale = cpu::masked_scale,
+    .embedding = cpu::embedding,
+    .embedding_backward = cpu::embedding_backward,
+    .embedding_backward_into = cpu::embedding_backward_into,
     .copy = [](Tensor& dst, const Tensor& src) { dst.copy_(src); },
 };
 

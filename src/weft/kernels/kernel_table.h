@@ -20,6 +20,7 @@
 #include "weft/kernels/cpu/attention.h"
 #include "weft/kernels/cpu/conv.h"
 #include "weft/kernels/cpu/elementwise.h"
+#include "weft/kernels/cpu/embedding.h"
 #include "weft/kernels/cpu/norm.h"
 #include "weft/kernels/cpu/pool.h"
 #include "weft/kernels/cpu/reduce.h"
@@ -90,6 +91,10 @@ struct KernelTable {
                                                double label_smoothing);
   Tensor (*cross_entropy_backward)(const Tensor& grad_loss, double scale, const Tensor& logits, const Tensor& target,
                                    const Tensor& lse, int64_t ignore_index, double label_smoothing);
+  Tensor (*masked_scale)(const Tensor& x, const Tensor& keep, double scale);
+  Tensor (*embedding)(const Tensor& indices, const Tensor& weight);
+  Tensor (*embedding_backward)(const Tensor& grad_out, const Tensor& indices, int64_t V, int64_t D);
+  bool (*embedding_backward_into)(Tensor& gathered, const Tensor& grad_out, const Tensor& indices);
   // dst = src, elementwise, where dst is on this table's device and src on it or on the CPU (or
   // the other way round): Tensor::to(Device)'s copy.
   void (*copy)(Tensor& dst, const Tensor& src);

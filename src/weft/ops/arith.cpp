@@ -102,7 +102,9 @@ Tensor mul(const Tensor& a, double b) {
   const KernelTable& k = kernels::of(a);
   Tensor out = k.binary_scalar(Binary::mul, a, b);
   if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, out}));
-  record(op_name(Op::mul_scalar), {a}, {out}, [b](const Grads& g) { return Grads{kernels::of(g[0]).binary_scalar(Binary::mul, g[0], b)}; });
+  record(op_name(Op::mul_scalar), {a}, {out}, [b](const Grads& g) {
+    return Grads{kernels::of(g[0]).binary_scalar(Binary::mul, g[0], b)};
+  });
   return out;
 }
 
@@ -121,7 +123,9 @@ Tensor exp(const Tensor& x_in) {
   const KernelTable& k = kernels::of(x);
   Tensor out = k.unary(Unary::exp, x);
   if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
-  record(op_name(Op::exp), {x}, {out}, [y = out.detach()](const Grads& g) { return Grads{kernels::of(g[0]).binary(Binary::mul, g[0], y)}; });
+  record(op_name(Op::exp), {x}, {out}, [y = out.detach()](const Grads& g) {
+    return Grads{kernels::of(g[0]).binary(Binary::mul, g[0], y)};
+  });
   return out;
 }
 
@@ -131,7 +135,9 @@ Tensor log(const Tensor& x_in) {
   const KernelTable& k = kernels::of(x);
   Tensor out = k.unary(Unary::log, x);
   if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
-  record(op_name(Op::log), {x}, {out}, [x](const Grads& g) { return Grads{kernels::of(g[0]).binary(Binary::div, g[0], x)}; });
+  record(op_name(Op::log), {x}, {out}, [x](const Grads& g) {
+    return Grads{kernels::of(g[0]).binary(Binary::div, g[0], x)};
+  });
   return out;
 }
 
@@ -156,7 +162,8 @@ Tensor pow(const Tensor& x_in, double exponent) {
   if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
   record(op_name(Op::pow), {x}, {out}, [x, exponent](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
-    return Grads{k.binary_scalar(Binary::mul, k.binary(Binary::mul, g[0], k.binary_scalar(Binary::pow, x, exponent - 1)), exponent)};
+    const Tensor power = k.binary_scalar(Binary::pow, x, exponent - 1);
+    return Grads{k.binary_scalar(Binary::mul, k.binary(Binary::mul, g[0], power), exponent)};
   });
   return out;
 }
@@ -170,8 +177,10 @@ Tensor pow(const Tensor& x_in, const Tensor& exponent_in) {
   record(op_name(Op::pow), {x, exponent}, {out}, [x, exponent, y = out.detach()](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     Tensor gx, ge;
-    if (x.requires_grad())  // e * x^(e-1)
-      gx = k.sum_to(k.binary(Binary::mul, g[0], k.binary(Binary::mul, exponent, k.binary(Binary::pow, x, k.binary_scalar(Binary::sub, exponent, 1.0)))), x.shape());
+    if (x.requires_grad()) {  // e * x^(e-1)
+      const Tensor power = k.binary(Binary::pow, x, k.binary_scalar(Binary::sub, exponent, 1.0));
+      gx = k.sum_to(k.binary(Binary::mul, g[0], k.binary(Binary::mul, exponent, power)), x.shape());
+    }
     if (exponent.requires_grad())  // x^e * ln x
       ge = k.sum_to(k.binary(Binary::mul, g[0], k.binary(Binary::mul, y, k.unary(Unary::log, x))), exponent.shape());
     return Grads{gx, ge};

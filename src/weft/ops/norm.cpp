@@ -64,7 +64,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   kernels::NormForward f = kernels::of(x).layer_norm(x, numel(normalized_shape), weight, bias, eps);
   if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
   record(op_name(Op::layer_norm), {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f)](const Grads& g) {
-    return to_grads(kernels::of(g[0]).layer_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, s.need_dweight, s.need_dbias), s);
+    const kernels::KernelTable& k = kernels::of(g[0]);
+    return to_grads(k.layer_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, s.need_dweight, s.need_dbias), s);
   });
   return f.y;
 }
@@ -78,11 +79,12 @@ Tensor batch_norm(const Tensor& x_in, Tensor running_mean, Tensor running_var, c
                bias = autocast(Op::batch_norm, bias_in);
   const bool use_batch_stats = training || !running_mean.defined();
   monitor::OpScope scope(Op::batch_norm, {x, weight, bias});
-  kernels::NormForward f = kernels::of(x).batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
+  kernels::NormForward f =
+      kernels::of(x).batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
   if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
   record(op_name(Op::batch_norm), {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f), use_batch_stats](const Grads& g) {
-    return to_grads(kernels::of(g[0]).batch_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, use_batch_stats, s.need_dweight,
-                                             s.need_dbias),
+    return to_grads(kernels::of(g[0]).batch_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, use_batch_stats,
+                                                           s.need_dweight, s.need_dbias),
                     s);
   });
   return f.y;

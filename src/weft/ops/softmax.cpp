@@ -2,9 +2,7 @@
 #include <cmath>
 
 #include "weft/autograd/node.h"
-#include "weft/core/convert.h"
 #include "weft/core/random.h"
-#include "weft/core/threads.h"
 #include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/activation.h"
@@ -38,29 +36,6 @@ Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   return y;
 }
 
-// out = x * keep * scale, computed in f32 (f64 for f64) and rounded once: a mask stored in a
-// 16-bit format would round 1 / (1 - p) first. keep is u8 with x's shape.
-static Tensor apply_mask(const Tensor& x, const Tensor& keep, double scale) {
-  Tensor xc = x.contiguous_untracked();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  const uint8_t* k = keep.data<uint8_t>();
-  const int64_t n = x.numel();
-  visit_dtype(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (is_half_like<T> || std::is_floating_point_v<T>) {
-      using C = compute_type<T>;
-      const T* in = xc.data<T>();
-      T* o = out.data<T>();
-      const C s = static_cast<C>(scale);
-#pragma omp parallel for simd if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(k[i] ? static_cast<C>(in[i]) * s : C(0));
-    } else {
-      throw DTypeError(str("dropout: expected a floating-point tensor, got ", dtype_name(x.dtype())));
-    }
-  });
-  return out;
-}
-
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   WEFT_CHECK(x.defined(), ValueError, "dropout: undefined tensor");
   WEFT_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability p must be in [0, 1], got ", p);
@@ -77,9 +52,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     uint8_t* k = keep.data<uint8_t>();
     for (int64_t i = 0; i < keep.numel(); ++i) k[i] = g.uniform() >= p;
   }
-  Tensor out = apply_mask(x, keep, scale);
+  const kernels::KernelTable& k = kernels::of(x);
+  Tensor out = k.masked_scale(x, keep, scale);
   if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, keep, keep, out}));  // keep written, read
-  record(op_name(Op::dropout), {x}, {out}, [keep, scale](const Grads& grad) { return Grads{apply_mask(grad[0], keep, scale)}; });
+  record(op_name(Op::dropout), {x}, {out}, [keep, scale](const Grads& grad) {
+    return Grads{kernels::of(grad[0]).masked_scale(grad[0], keep, scale)};
+  });
   return out;
 }
 
