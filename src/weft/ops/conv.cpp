@@ -46,7 +46,7 @@ static void set_costs(monitor::OpScope& scope, const Tensor& x, const Tensor& we
 // convolution's result was, as relu's own backward tests its input.
 static Tensor convolution(Op op, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
                           const Conv2dOptions& options, bool relu) {
-  const Tensor x = autocast(Op::conv2d, x_in), weight = autocast(Op::conv2d, weight_in), bias = autocast(Op::conv2d, bias_in);
+  const Tensor x = autocast(op, x_in), weight = autocast(op, weight_in), bias = autocast(op, bias_in);
   monitor::OpScope scope(op, {x, weight, bias});
   const kernels::Conv2dParams p = params(options);
   Tensor out = kernels::of(x).conv2d(x, weight, bias, p, relu);
@@ -70,8 +70,9 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 
 Tensor conv2d_relu_max_pool2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
                               const Conv2dOptions& conv, const Pool2dOptions& pool) {
-  const Tensor x = autocast(Op::conv2d, x_in), weight = autocast(Op::conv2d, weight_in), bias = autocast(Op::conv2d, bias_in);
-  monitor::OpScope scope(Op::conv2d_relu_max_pool2d, {x, weight, bias});
+  const Op op = Op::conv2d_relu_max_pool2d;
+  const Tensor x = autocast(op, x_in), weight = autocast(op, weight_in), bias = autocast(op, bias_in);
+  monitor::OpScope scope(op, {x, weight, bias});
   const kernels::KernelTable& k = kernels::of(x);
   const kernels::Conv2dParams p = params(conv);
   const kernels::Pool2dParams pp{pool.kernel, pool.effective_stride(), pool.padding};
@@ -79,7 +80,7 @@ Tensor conv2d_relu_max_pool2d(const Tensor& x_in, const Tensor& weight_in, const
   const bool needs_grad = is_grad_enabled() && (x.requires_grad() || weight.requires_grad() ||
                                                 (bias.defined() && bias.requires_grad()));
   kernels::MaxPool2dResult r = k.max_pool2d(out, pp, needs_grad);
-  record(op_name(Op::conv2d_relu_max_pool2d), {x, weight, bias}, {r.out},
+  record(op_name(op), {x, weight, bias}, {r.out},
          [x, weight, bias, p, pp, pooled = r.out.detach(), workspace = r.workspace, shape = out.shape(),
           channels_last = k.is_channels_last(out)](const Grads& g) {
            const kernels::KernelTable& kg = kernels::of(g[0]);
