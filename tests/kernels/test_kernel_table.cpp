@@ -13,6 +13,8 @@
 #include "weft/kernels/kernel_table.h"
 #include "weft/nn/gpt.h"
 #include "weft/nn/models.h"
+#include "weft/ops/activation.h"
+#include "weft/ops/arith.h"
 #include "weft/ops/loss.h"
 #include "weft/ops/reduce.h"
 #include "weft/optim/adam.h"
@@ -164,6 +166,12 @@ TEST(KernelTable, AnUnregisteredDeviceIsADeviceErrorNamingWhatIsRegistered) {
   EXPECT_NE(message.find("cuda:0"), std::string::npos) << message;
   EXPECT_NE(message.find("registered: cpu"), std::string::npos) << message;
   EXPECT_NE(message_of<DeviceError>([&] { Tensor::empty({2}, DType::f32, gpu); }).find("cuda"), std::string::npos);
+}
+
+// An undefined tensor has no device: it goes to the CPU's kernels, which refuse it as before.
+TEST(KernelTable, AnUndefinedInputIsStillTheKernelsValueError) {
+  EXPECT_THROW(relu(Tensor()), ValueError);
+  EXPECT_THROW(neg(Tensor()), ValueError);
 }
 
 TEST(KernelTable, ToTheSameDeviceIsTheTensorItself) {

@@ -117,7 +117,8 @@ inline const KernelTable& of(Device device) {
     detail::throw_unregistered(device);
   return *table;
 }
-inline const KernelTable& of(const Tensor& t) { return of(t.device()); }
+// An undefined tensor goes to the CPU's kernels, whose checks name what is missing.
+inline const KernelTable& of(const Tensor& t) { return of(t.defined() ? t.device() : Device::cpu()); }
 
 // Makes `table` (null: none) the kernels of device type `type`; returns the table it replaces.
 const KernelTable* register_kernels(Device::Type type, const KernelTable* table);
