@@ -116,8 +116,17 @@ class Scope {
 };
 
 struct OpScope : Scope {
-  OpScope(Op op, TensorRefs inputs) : Scope(ScopeKind::op, op_name(op), inputs) {}
-  OpScope(Op op, const std::vector<Tensor>& inputs) : Scope(ScopeKind::op, op_name(op), inputs) {}
+  OpScope(Op op, TensorRefs inputs) : Scope(ScopeKind::op, op_name(op), inputs), op_(op) {}
+  OpScope(Op op, const std::vector<Tensor>& inputs) : Scope(ScopeKind::op, op_name(op), inputs), op_(op) {}
+
+  // The op table's FLOPs per element times counted's elements, and the bytes of `moved` (each
+  // tensor read or written, as often as it is); call only when active().
+  void set_cost_per_element(const Tensor& counted, TensorRefs moved) {
+    set_cost(op_info(op_).flops_per_element * static_cast<double>(counted.numel()), bytes_of(moved));
+  }
+
+ private:
+  Op op_;
 };
 
 struct PhaseScope : Scope {

@@ -15,7 +15,7 @@ using Grads = std::vector<Tensor>;
 static Tensor activation(Op op, Unary forward, Binary backward, const Tensor& x, bool from_output) {
   monitor::OpScope scope(op, {x});
   Tensor out = kernels::of(x).unary(forward, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));  // one FLOP per element
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
   Tensor saved = from_output ? out.detach() : x;
   record(op_name(op), {x}, {out}, [backward, saved](const Grads& g) {
     return Grads{kernels::of(g[0]).binary(backward, g[0], saved)};

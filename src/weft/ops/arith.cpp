@@ -25,7 +25,7 @@ static void promote(Tensor& a, Tensor& b) {
   b = b.to(wider);
 }
 
-// Gradients of broadcast operands are summed back to each operand's shape. The profiler counts one
+// Gradients of broadcast operands are summed back to each operand's shape. The op table counts one
 // FLOP per output element for every op here (exp, log, sqrt and pow included).
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
@@ -33,7 +33,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   monitor::OpScope scope(Op::add, {a, b});
   const KernelTable& k = kernels::of(a);
   Tensor out = k.binary(Binary::add, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
   record(op_name(Op::add), {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     return Grads{k.sum_to(g[0], sa), k.sum_to(g[0], sb)};
@@ -47,7 +47,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   monitor::OpScope scope(Op::sub, {a, b});
   const KernelTable& k = kernels::of(a);
   Tensor out = k.binary(Binary::sub, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
   record(op_name(Op::sub), {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     return Grads{k.sum_to(g[0], sa), k.sum_to(k.unary(Unary::neg, g[0]), sb)};
@@ -61,7 +61,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   monitor::OpScope scope(Op::mul, {a, b});
   const KernelTable& k = kernels::of(a);
   Tensor out = k.binary(Binary::mul, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
   record(op_name(Op::mul), {a, b}, {out}, [a, b](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     return Grads{a.requires_grad() ? k.sum_to(k.binary(Binary::mul, g[0], b), a.shape()) : Tensor(),
@@ -76,7 +76,7 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   monitor::OpScope scope(Op::div, {a, b});
   const KernelTable& k = kernels::of(a);
   Tensor out = k.binary(Binary::div, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
   record(op_name(Op::div), {a, b}, {out}, [a, b, y = out.detach()](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     Tensor ga = k.binary(Binary::div, g[0], b);  // d(a/b)/da = 1/b
@@ -92,7 +92,7 @@ Tensor add(const Tensor& a, double b) {
   monitor::OpScope scope(Op::add_scalar, {a});
   const KernelTable& k = kernels::of(a);
   Tensor out = k.binary_scalar(Binary::add, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {a, out});
   record(op_name(Op::add_scalar), {a}, {out}, [](const Grads& g) { return Grads{g[0]}; });
   return out;
 }
@@ -101,7 +101,7 @@ Tensor mul(const Tensor& a, double b) {
   monitor::OpScope scope(Op::mul_scalar, {a});
   const KernelTable& k = kernels::of(a);
   Tensor out = k.binary_scalar(Binary::mul, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {a, out});
   record(op_name(Op::mul_scalar), {a}, {out}, [b](const Grads& g) {
     return Grads{kernels::of(g[0]).binary_scalar(Binary::mul, g[0], b)};
   });
@@ -112,7 +112,7 @@ Tensor neg(const Tensor& x) {
   monitor::OpScope scope(Op::neg, {x});
   const KernelTable& k = kernels::of(x);
   Tensor out = k.unary(Unary::neg, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
   record(op_name(Op::neg), {x}, {out}, [](const Grads& g) { return Grads{kernels::of(g[0]).unary(Unary::neg, g[0])}; });
   return out;
 }
@@ -122,7 +122,7 @@ Tensor exp(const Tensor& x_in) {
   monitor::OpScope scope(Op::exp, {x});
   const KernelTable& k = kernels::of(x);
   Tensor out = k.unary(Unary::exp, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
   record(op_name(Op::exp), {x}, {out}, [y = out.detach()](const Grads& g) {
     return Grads{kernels::of(g[0]).binary(Binary::mul, g[0], y)};
   });
@@ -134,7 +134,7 @@ Tensor log(const Tensor& x_in) {
   monitor::OpScope scope(Op::log, {x});
   const KernelTable& k = kernels::of(x);
   Tensor out = k.unary(Unary::log, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
   record(op_name(Op::log), {x}, {out}, [x](const Grads& g) {
     return Grads{kernels::of(g[0]).binary(Binary::div, g[0], x)};
   });
@@ -146,7 +146,7 @@ Tensor sqrt(const Tensor& x_in) {
   monitor::OpScope scope(Op::sqrt, {x});
   const KernelTable& k = kernels::of(x);
   Tensor out = k.unary(Unary::sqrt, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
   record(op_name(Op::sqrt), {x}, {out}, [y = out.detach()](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     return Grads{k.binary(Binary::div, k.binary_scalar(Binary::mul, g[0], 0.5), y)};
@@ -159,7 +159,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
   monitor::OpScope scope(Op::pow, {x});
   const KernelTable& k = kernels::of(x);
   Tensor out = k.binary_scalar(Binary::pow, x, exponent);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
   record(op_name(Op::pow), {x}, {out}, [x, exponent](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     const Tensor power = k.binary_scalar(Binary::pow, x, exponent - 1);
@@ -173,7 +173,7 @@ Tensor pow(const Tensor& x_in, const Tensor& exponent_in) {
   monitor::OpScope scope(Op::pow, {x, exponent});
   const KernelTable& k = kernels::of(x);
   Tensor out = k.binary(Binary::pow, x, exponent);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, exponent, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {x, exponent, out});
   record(op_name(Op::pow), {x, exponent}, {out}, [x, exponent, y = out.detach()](const Grads& g) {
     const KernelTable& k = kernels::of(g[0]);
     Tensor gx, ge;

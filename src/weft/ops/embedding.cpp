@@ -19,7 +19,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   monitor::OpScope scope(Op::embedding, {indices, weight});
   Tensor out = kernels::of(weight).embedding(indices, weight);
   Tensor idx = indices.contiguous_untracked();
-  if (scope.active()) scope.set_cost(0, monitor::bytes_of({indices, out, out}));  // the rows read, and written
+  if (scope.active()) scope.set_cost_per_element(out, {indices, out, out});  // the rows read, and written
   record(op_name(Op::embedding), {indices, weight}, {out}, [idx, V, D](const Grads& g) {
     const kernels::KernelTable& k = kernels::of(g[0]);
     Tensor* gathered = autograd::gathered_gradient(1);

@@ -41,8 +41,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction re
     }
     out = Tensor::scalar(total, loss_dtype);
   }
-  if (scope.active())  // as log_softmax: max, sub, exp, sum, sub per logit
-    scope.set_cost(5.0 * logits.numel(), monitor::bytes_of({logits, target, f.lse, out}));
+  if (scope.active()) scope.set_cost_per_element(logits, {logits, target, f.lse, out});
   record(op_name(Op::cross_entropy), {logits, target}, {out},
          [logits = logits.detach(), target, lse = f.lse, scale, ignore_index, label_smoothing](const Grads& g) {
            return Grads{
@@ -72,8 +71,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
     out = k.binary_scalar(Binary::mul, out, 1.0 / n);
     scale /= n;
   }
-  if (scope.active())  // sub, square, sum per element
-    scope.set_cost(3.0 * input.numel(), monitor::bytes_of({input, target, diff, diff, out}));
+  if (scope.active()) scope.set_cost_per_element(input, {input, target, diff, diff, out});
   record(op_name(Op::mse_loss), {input, target}, {out},
          [diff, scale, need_input = input.requires_grad(), need_target = target.requires_grad()](const Grads& g) {
            const KernelTable& k = kernels::of(g[0]);

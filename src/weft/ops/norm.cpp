@@ -12,9 +12,6 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-// For the profiler: a sum and a sum of squares (2 + 2), then (x - mean) * rstd * w + b (4).
-constexpr double kNormFlopsPerElement = 8;
-
 // What a normalisation's backward keeps: x and weight detached (it reads only their values),
 // the statistics, and which parameter gradients to form, in which shapes (the kernels return
 // them flat).
@@ -62,7 +59,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
                shape_str(p->shape()), " but normalized_shape is ", shape_str(normalized_shape));
   monitor::OpScope scope(Op::layer_norm, {x, weight, bias});
   kernels::NormForward f = kernels::of(x).layer_norm(x, numel(normalized_shape), weight, bias, eps);
-  if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
+  if (scope.active()) scope.set_cost_per_element(x, {x, weight, bias, f.y});
   record(op_name(Op::layer_norm), {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f)](const Grads& g) {
     const kernels::KernelTable& k = kernels::of(g[0]);
     return to_grads(k.layer_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, s.need_dweight, s.need_dbias), s);
@@ -81,7 +78,7 @@ Tensor batch_norm(const Tensor& x_in, Tensor running_mean, Tensor running_var, c
   monitor::OpScope scope(Op::batch_norm, {x, weight, bias});
   kernels::NormForward f =
       kernels::of(x).batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
-  if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
+  if (scope.active()) scope.set_cost_per_element(x, {x, weight, bias, f.y});
   record(op_name(Op::batch_norm), {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f), use_batch_stats](const Grads& g) {
     return to_grads(kernels::of(g[0]).batch_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, use_batch_stats,
                                                            s.need_dweight, s.need_dbias),

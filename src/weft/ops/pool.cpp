@@ -46,7 +46,7 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
   monitor::OpScope scope(Op::adaptive_avg_pool2d, {x});
   Tensor out = kernels::of(x).adaptive_avg_pool2d(x, output_size);
-  if (scope.active()) scope.set_cost(x.numel(), monitor::bytes_of({x, out}));  // each input added once
+  if (scope.active()) scope.set_cost_per_element(x, {x, out});
   record(op_name(Op::adaptive_avg_pool2d), {x}, {out}, [shape = x.shape()](const Grads& g) {
     return Grads{kernels::of(g[0]).adaptive_avg_pool2d_backward(g[0], shape)};
   });

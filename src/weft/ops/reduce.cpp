@@ -25,7 +25,7 @@ Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
   const Tensor x = autocast(Op::sum, x_in);
   monitor::OpScope scope(Op::sum, {x});
   Tensor out = kernels::of(x).sum(x, dims, keepdim);
-  if (scope.active()) scope.set_cost(x.numel(), monitor::bytes_of({x, out}));
+  if (scope.active()) scope.set_cost_per_element(x, {x, out});
   record(op_name(Op::sum), {x}, {out}, [shape = x.shape(), dims, keepdim](const Grads& g) {
     return Grads{expand_back(g[0], shape, dims, keepdim)};
   });
@@ -41,7 +41,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   monitor::OpScope scope(Op::max, {x});
   kernels::MaxResult r = kernels::of(x).max(x, dim, keepdim);
-  if (scope.active()) scope.set_cost(x.numel(), monitor::bytes_of({x, r.values, r.indices}));
+  if (scope.active()) scope.set_cost_per_element(x, {x, r.values, r.indices});
   int64_t d = wrap_dim(dim, x.dim(), "max");
   record(op_name(Op::max), {x}, {r.values}, [shape = x.shape(), d, keepdim, idx = r.indices](const Grads& g) {
     Tensor grad = Tensor::zeros(shape, g[0].dtype());

@@ -237,7 +237,7 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   monitor::OpScope scope(Op::clone, {*this});
   Tensor out = Tensor::empty(shape(), dtype()).copy_(*this);
-  if (scope.active()) scope.set_cost(0, monitor::bytes_of({*this, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {*this, out});
   record(op_name(Op::clone), {*this}, {out}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
@@ -246,7 +246,7 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   monitor::OpScope scope(Op::to, {*this});
   Tensor out = Tensor::empty(shape(), target).copy_(*this);
-  if (scope.active()) scope.set_cost(0, monitor::bytes_of({*this, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {*this, out});
   DType source = dtype();
   if (is_floating(target) && is_floating(source))
     record(op_name(Op::to), {*this}, {out}, [source](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(source)}; });
@@ -262,7 +262,7 @@ Tensor Tensor::to(Device target) const {
   monitor::OpScope scope(Op::to, {*this});
   Tensor out = Tensor::empty(shape(), dtype(), target);
   k.copy(out, *this);
-  if (scope.active()) scope.set_cost(0, monitor::bytes_of({*this, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {*this, out});
   record(op_name(Op::to), {*this}, {out},
          [source](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(source)}; });
   return out;
@@ -295,7 +295,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
   }
   monitor::OpScope scope(Op::cat, tensors);
   Tensor out = Tensor::empty(shape, tensors[0].dtype());
-  if (scope.active()) scope.set_cost(0, 2 * monitor::bytes_of({out}));
+  if (scope.active()) scope.set_cost_per_element(out, {out, out});
   int64_t start = 0;
   for (const Tensor& t : tensors) {
     out.as_strided(t.shape(), out.strides(), start * out.strides()[dim]).copy_(t);

@@ -18,7 +18,7 @@ Tensor softmax(const Tensor& x_in, int64_t dim) {
   const Tensor x = autocast(Op::softmax, x_in);
   monitor::OpScope scope(Op::softmax, {x});
   Tensor y = kernels::of(x).softmax(x, dim);
-  if (scope.active()) scope.set_cost(5.0 * y.numel(), monitor::bytes_of({x, y}));  // max, sub, exp, sum, scale
+  if (scope.active()) scope.set_cost_per_element(y, {x, y});
   record(op_name(Op::softmax), {x}, {y}, [y = y.detach(), dim](const Grads& g) {
     return Grads{kernels::of(g[0]).softmax_backward(g[0], y, dim)};
   });
@@ -29,7 +29,7 @@ Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   const Tensor x = autocast(Op::log_softmax, x_in);
   monitor::OpScope scope(Op::log_softmax, {x});
   Tensor y = kernels::of(x).log_softmax(x, dim);
-  if (scope.active()) scope.set_cost(5.0 * y.numel(), monitor::bytes_of({x, y}));  // max, sub, exp, sum, sub
+  if (scope.active()) scope.set_cost_per_element(y, {x, y});
   record(op_name(Op::log_softmax), {x}, {y}, [y = y.detach(), dim](const Grads& g) {
     return Grads{kernels::of(g[0]).log_softmax_backward(g[0], y, dim)};
   });
@@ -54,7 +54,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   }
   const kernels::KernelTable& k = kernels::of(x);
   Tensor out = k.masked_scale(x, keep, scale);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, keep, keep, out}));  // keep written, read
+  if (scope.active()) scope.set_cost_per_element(out, {x, keep, keep, out});  // keep written, read
   record(op_name(Op::dropout), {x}, {out}, [keep, scale](const Grads& grad) {
     return Grads{kernels::of(grad[0]).masked_scale(grad[0], keep, scale)};
   });
