@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   const Tensor a64 = Tensor::randn({64, 64}, gen), b64 = Tensor::randn({64, 64}, gen);
   volatile bool sink = false;
   auto scope_alone = [&] {
-    monitor::OpScope scope("add", {a16, b16});
+    monitor::OpScope scope(Op::add, {a16, b16});
     sink = scope.active();
   };
   row("op scope alone", ns_per_call(scope_alone, 2'000'000, false), ns_per_call(scope_alone, 20'000, true));

@@ -185,6 +185,27 @@ TEST(Layers, CoreAndKernelsCallNoTensorMethodDefinedAboveThem) {
                              << joined(found);
 }
 
+// The device seam (kernels/kernel_table.h): an op that named kernels/cpu would run on the CPU
+// whatever device its tensors are on.
+TEST(Layers, OpsReachKernelsOnlyThroughTheKernelTable) {
+  const fs::path ops = fs::path(WEFT_SOURCE_DIR) / "ops";
+  std::vector<std::string> found;
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(ops)) {
+    ++files;
+    std::istringstream text(read_text(entry.path()));
+    int number = 0;
+    for (std::string line; std::getline(text, line);) {
+      ++number;
+      if (line.find("cpu::") != std::string::npos || line.find("weft/kernels/cpu/") != std::string::npos)
+        found.push_back(entry.path().filename().string() + ":" + std::to_string(number) + ": " + line);
+    }
+  }
+  EXPECT_GT(files, 10);
+  EXPECT_TRUE(found.empty()) << "ops/ names kernels/cpu instead of going through kernels::of(tensor):\n"
+                             << joined(found);
+}
+
 TEST(Layers, AnIncludeFromAboveIsCaught) {
   EXPECT_EQ(include_violation("nn", "weft/core/tensor.h"), "");
   EXPECT_EQ(include_violation("nn", "weft/nn/module.h"), "");

@@ -70,7 +70,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
   Tensor& incoming = grad_outputs[0];
   Tensor& grad = leaf_->grad;
   {  // the scope ends before the hooks, which are not part of accumulating
-    monitor::OpScope scope("accumulate_grad", {incoming});
+    monitor::OpScope scope(Op::accumulate_grad, {incoming});
     if (!grad.defined()) {
       // Take the incoming buffer when nobody else can see it; otherwise keep a private copy so a
       // later in-place accumulation cannot write into another tensor.

@@ -386,6 +386,22 @@ CachingAllocator& CachingAllocator::cpu() {
   return *instance;
 }
 
+namespace {
+std::atomic<CachingAllocator*> registered_allocators[2];  // by Device::Type; null: the default
+}  // namespace
+
+CachingAllocator* allocator_for(Device::Type type) {
+  CachingAllocator* registered = registered_allocators[static_cast<size_t>(type)].load(std::memory_order_acquire);
+  if (registered || type != Device::Type::cpu) return registered;
+  return &CachingAllocator::cpu();
+}
+
+CachingAllocator* register_allocator(Device::Type type, CachingAllocator* allocator) {
+  CachingAllocator* replaced = allocator_for(type);
+  registered_allocators[static_cast<size_t>(type)].store(allocator, std::memory_order_release);
+  return replaced;
+}
+
 CachingAllocator::CachingAllocator() : impl_(std::make_unique<Impl>()) {}
 CachingAllocator::~CachingAllocator() = default;
 

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include "weft/core/device.h"
+
 namespace weft {
 
 // PyTorch's statistic names: "allocated" = bytes in blocks handed out; "reserved" = bytes of
@@ -80,6 +82,14 @@ class CachingAllocator {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The caching allocator of each device type (as c10's allocator registry): Storage takes a
+// device's bytes from the one registered for its type. The CPU's is CachingAllocator::cpu() until
+// another is registered for it; other types have none until a backend registers one.
+// Register between steps: storage already allocated goes back to the allocator it came from.
+CachingAllocator* allocator_for(Device::Type type);  // null when none is registered
+// Makes `allocator` (null: none, the CPU's own for the CPU) serve `type`; returns the one it replaces.
+CachingAllocator* register_allocator(Device::Type type, CachingAllocator* allocator);
 
 // What a request of `nbytes` adds to allocated_bytes when it is served from a newly reserved
 // segment: the size rounded up to 512 bytes, or, for a large request (> 1 MiB) whose 2 MiB-rounded

@@ -12,6 +12,7 @@ struct Device {
   int index = 0;
 
   static Device cpu() { return {}; }
+  static const char* type_name(Type type) { return type == Type::cpu ? "cpu" : "cuda"; }
   bool is_cpu() const { return type == Type::cpu; }
   bool operator==(const Device&) const = default;
   std::string name() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }

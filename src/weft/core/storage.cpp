@@ -6,9 +6,9 @@
 namespace weft {
 
 Storage Storage::allocate(size_t nbytes, Device device, const CachingAllocator::RequestText& what) {
-  WEFT_CHECK(device.is_cpu(), DeviceError, "cannot allocate on ", device.name(),
-             ": this build of weft has no CUDA support");
-  CachingAllocator* allocator = &CachingAllocator::cpu();
+  CachingAllocator* allocator = allocator_for(device.type);
+  WEFT_CHECK(allocator, DeviceError, "cannot allocate on ", device.name(), ": no allocator is registered for ",
+             Device::type_name(device.type), " (this build of weft has no CUDA support)");
   void* p = allocator->allocate(nbytes, what);
   Storage s;
   s.bytes_ = std::make_shared<Bytes>(

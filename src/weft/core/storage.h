@@ -20,7 +20,8 @@ namespace weft {
 class Storage {
  public:
   Storage() = default;
-  // Fresh bytes from the device's caching allocator; `what` as in CachingAllocator::allocate.
+  // Fresh bytes from the caching allocator registered for the device's type (allocator_for);
+  // `what` as in CachingAllocator::allocate. DeviceError when that type has none.
   static Storage allocate(size_t nbytes, Device device = Device::cpu(), const CachingAllocator::RequestText& what = {});
   // Bytes owned elsewhere; `owner` keeps them alive as long as any tensor uses them.
   static Storage borrow(void* data, size_t nbytes, std::shared_ptr<void> owner,

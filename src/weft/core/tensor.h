@@ -114,6 +114,9 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;  // returns *this when already contiguous
   Tensor to(DType dtype) const;  // returns *this when already that dtype
+  // A copy on `device` (recorded: its gradient goes back to this tensor's device); *this when
+  // already there. DeviceError naming the device when no backend is registered for it.
+  Tensor to(Device device) const;
   Tensor clone() const;
 
   // Autograd (defined in src/weft/autograd/).

@@ -315,68 +315,6 @@ nlohmann::json Profiler::to_json(const std::vector<OpStats>& rows) {
 
 namespace {
 
-// The one table of op families (docs/profiler.md mirrors it). Ops are named as their scopes are.
-constexpr std::pair<std::string_view, const char*> kFamilies[] = {
-    {"matmul", "GEMM"},
-    {"linear", "GEMM"},
-    {"conv2d", "convolution"},
-    {"conv2d_relu", "convolution"},  // the fused blocks the CNN's Sequential runs
-    {"conv2d_relu_max_pool2d", "convolution"},
-    {"scaled_dot_product_attention", "attention"},
-    {"softmax", "attention"},
-    {"layer_norm", "normalisation"},
-    {"batch_norm", "normalisation"},
-    {"embedding", "embedding"},
-    {"cross_entropy", "cross-entropy"},
-    {"log_softmax", "cross-entropy"},
-    {"mse_loss", "cross-entropy"},
-    {"max_pool2d", "pooling"},
-    {"avg_pool2d", "pooling"},
-    {"adaptive_avg_pool2d", "pooling"},
-    {"adamw_step", "optimizer"},
-    {"adam_step", "optimizer"},
-    {"sgd_step", "optimizer"},
-    {"clip_grad_norm", "optimizer"},
-    {"grad_norm", "optimizer"},
-    {"to", "casts"},
-    {"clone", "copies and views"},
-    {"cat", "copies and views"},
-    {"view", "copies and views"},
-    {"reshape", "copies and views"},
-    {"transpose", "copies and views"},
-    {"permute", "copies and views"},
-    {"slice", "copies and views"},
-    {"narrow", "copies and views"},
-    {"select", "copies and views"},
-    {"expand", "copies and views"},
-    {"squeeze", "copies and views"},
-    {"unsqueeze", "copies and views"},
-    {"flatten", "copies and views"},
-    {"contiguous", "copies and views"},
-    {"checkpoint", "framework"},
-    {"fake_quantize", "quantization"},
-    {"fake_quantize_per_channel", "quantization"},
-    {"add", "elementwise"},
-    {"sub", "elementwise"},
-    {"mul", "elementwise"},
-    {"div", "elementwise"},
-    {"add_scalar", "elementwise"},
-    {"mul_scalar", "elementwise"},
-    {"neg", "elementwise"},
-    {"exp", "elementwise"},
-    {"log", "elementwise"},
-    {"sqrt", "elementwise"},
-    {"pow", "elementwise"},
-    {"relu", "elementwise"},
-    {"gelu", "elementwise"},
-    {"sigmoid", "elementwise"},
-    {"tanh", "elementwise"},
-    {"dropout", "elementwise"},
-    {"sum", "elementwise"},
-    {"max", "elementwise"},
-    {"accumulate_grad", "elementwise"},
-};
-
 std::string format_family_row(const char* name, const char* calls, const char* ms, const char* share) {
   char line[128];
   std::snprintf(line, sizeof line, "%-18s %8s %11s %7s\n", name, calls, ms, share);
@@ -388,9 +326,8 @@ std::string format_family_row(const char* name, const char* calls, const char* m
 const char* op_family(std::string_view name) {
   constexpr std::string_view kBackward = "_backward";
   if (name.ends_with(kBackward)) name.remove_suffix(kBackward.size());
-  for (const auto& [op, family] : kFamilies)
-    if (op == name) return family;
-  return "other";
+  const OpInfo* op = find_op(name);
+  return op ? op->family : "other";
 }
 
 std::vector<FamilyStats> Profiler::family_breakdown() const {

@@ -36,6 +36,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "weft/core/tensor.h"
+#include "weft/monitor/op_table.h"
 
 namespace weft::monitor {
 
@@ -115,8 +116,17 @@ class Scope {
 };
 
 struct OpScope : Scope {
-  OpScope(const char* name, TensorRefs inputs) : Scope(ScopeKind::op, name, inputs) {}
-  OpScope(const char* name, const std::vector<Tensor>& inputs) : Scope(ScopeKind::op, name, inputs) {}
+  OpScope(Op op, TensorRefs inputs) : Scope(ScopeKind::op, op_name(op), inputs), op_(op) {}
+  OpScope(Op op, const std::vector<Tensor>& inputs) : Scope(ScopeKind::op, op_name(op), inputs), op_(op) {}
+
+  // The op table's FLOPs per element times counted's elements, and the bytes of `moved` (each
+  // tensor read or written, as often as it is); call only when active().
+  void set_cost_per_element(const Tensor& counted, TensorRefs moved) {
+    set_cost(op_info(op_).flops_per_element * static_cast<double>(counted.numel()), bytes_of(moved));
+  }
+
+ private:
+  Op op_;
 };
 
 struct PhaseScope : Scope {
@@ -160,7 +170,7 @@ struct OpStats {
 };
 
 // Where a step's time went, by kind of work: every op and backward scope falls in one op family
-// (GEMM, attention, normalisation, …; op_family has the table), the caching allocator's calls
+// (GEMM, attention, normalisation, …; the op table names it), the caching allocator's calls
 // are their own row, and "framework" is the rest of the step: time inside the trainer's phases
 // and the modules' scopes but in no op (autograd's bookkeeping, hooks, dispatch).
 struct FamilyStats {
@@ -170,10 +180,10 @@ struct FamilyStats {
   double share = 0;   // ms / the profiled step time
 };
 
-// The family of op `name` (a backward scope's "_backward" suffix ignored): "GEMM",
-// "convolution", "attention", "normalisation", "elementwise", "pooling", "embedding",
-// "cross-entropy", "optimizer", "casts", "copies and views", "quantization"; "other" for an op
-// the table does not know.
+// The family of op `name` (a backward scope's "_backward" suffix ignored), from the op table
+// (monitor/op_table.h): "GEMM", "convolution", "attention", "normalisation", "elementwise",
+// "pooling", "embedding", "cross-entropy", "optimizer", "casts", "copies and views",
+// "quantization"; "other" for a name that is no op's.
 const char* op_family(std::string_view name);
 
 class Profiler : public Observer {

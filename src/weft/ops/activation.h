@@ -1,4 +1,4 @@
-// Differentiable activations. Each backward is one fused kernel (cpu::Binary::*_backward).
+// Differentiable activations. Each backward is one fused kernel (Binary::*_backward).
 #pragma once
 #include "weft/core/tensor.h"
 

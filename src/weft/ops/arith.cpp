@@ -1,16 +1,16 @@
 #include "weft/ops/arith.h"
 
 #include "weft/autograd/node.h"
-#include "weft/kernels/cpu/elementwise.h"
-#include "weft/kernels/cpu/reduce.h"
+#include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
 namespace weft {
 
 using autograd::record;
-using cpu::Binary;
-using cpu::Unary;
+using kernels::Binary;
+using kernels::KernelTable;
+using kernels::Unary;
 using Grads = std::vector<Tensor>;
 
 // Binary arithmetic on two floating dtypes runs in the wider one (bf16 with f16 meet in f32), as
@@ -25,16 +25,18 @@ static void promote(Tensor& a, Tensor& b) {
   b = b.to(wider);
 }
 
-// Gradients of broadcast operands are summed back to each operand's shape. The profiler counts one
+// Gradients of broadcast operands are summed back to each operand's shape. The op table counts one
 // FLOP per output element for every op here (exp, log, sqrt and pow included).
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
-  monitor::OpScope scope("add", {a, b});
-  Tensor out = cpu::binary(Binary::add, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
-  record("add", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
-    return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(g[0], sb)};
+  monitor::OpScope scope(Op::add, {a, b});
+  const KernelTable& k = kernels::of(a);
+  Tensor out = k.binary(Binary::add, a, b);
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
+  record(op_name(Op::add), {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
+    const KernelTable& k = kernels::of(g[0]);
+    return Grads{k.sum_to(g[0], sa), k.sum_to(g[0], sb)};
   });
   return out;
 }
@@ -42,11 +44,13 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
-  monitor::OpScope scope("sub", {a, b});
-  Tensor out = cpu::binary(Binary::sub, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
-  record("sub", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
-    return Grads{cpu::sum_to(g[0], sa), cpu::sum_to(cpu::unary(Unary::neg, g[0]), sb)};
+  monitor::OpScope scope(Op::sub, {a, b});
+  const KernelTable& k = kernels::of(a);
+  Tensor out = k.binary(Binary::sub, a, b);
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
+  record(op_name(Op::sub), {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const Grads& g) {
+    const KernelTable& k = kernels::of(g[0]);
+    return Grads{k.sum_to(g[0], sa), k.sum_to(k.unary(Unary::neg, g[0]), sb)};
   });
   return out;
 }
@@ -54,12 +58,14 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
-  monitor::OpScope scope("mul", {a, b});
-  Tensor out = cpu::binary(Binary::mul, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
-  record("mul", {a, b}, {out}, [a, b](const Grads& g) {
-    return Grads{a.requires_grad() ? cpu::sum_to(cpu::mul(g[0], b), a.shape()) : Tensor(),
-                 b.requires_grad() ? cpu::sum_to(cpu::mul(g[0], a), b.shape()) : Tensor()};
+  monitor::OpScope scope(Op::mul, {a, b});
+  const KernelTable& k = kernels::of(a);
+  Tensor out = k.binary(Binary::mul, a, b);
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
+  record(op_name(Op::mul), {a, b}, {out}, [a, b](const Grads& g) {
+    const KernelTable& k = kernels::of(g[0]);
+    return Grads{a.requires_grad() ? k.sum_to(k.binary(Binary::mul, g[0], b), a.shape()) : Tensor(),
+                 b.requires_grad() ? k.sum_to(k.binary(Binary::mul, g[0], a), b.shape()) : Tensor()};
   });
   return out;
 }
@@ -67,94 +73,116 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   promote(a, b);
-  monitor::OpScope scope("div", {a, b});
-  Tensor out = cpu::binary(Binary::div, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, b, out}));
-  record("div", {a, b}, {out}, [a, b, y = out.detach()](const Grads& g) {
-    Tensor ga = cpu::binary(Binary::div, g[0], b);  // d(a/b)/da = 1/b
+  monitor::OpScope scope(Op::div, {a, b});
+  const KernelTable& k = kernels::of(a);
+  Tensor out = k.binary(Binary::div, a, b);
+  if (scope.active()) scope.set_cost_per_element(out, {a, b, out});
+  record(op_name(Op::div), {a, b}, {out}, [a, b, y = out.detach()](const Grads& g) {
+    const KernelTable& k = kernels::of(g[0]);
+    Tensor ga = k.binary(Binary::div, g[0], b);  // d(a/b)/da = 1/b
     Tensor gb;
     if (b.requires_grad())  // d(a/b)/db = -(a/b)/b
-      gb = cpu::sum_to(cpu::unary(Unary::neg, cpu::mul(ga, y)), b.shape());
-    return Grads{a.requires_grad() ? cpu::sum_to(ga, a.shape()) : Tensor(), gb};
+      gb = k.sum_to(k.unary(Unary::neg, k.binary(Binary::mul, ga, y)), b.shape());
+    return Grads{a.requires_grad() ? k.sum_to(ga, a.shape()) : Tensor(), gb};
   });
   return out;
 }
 
 Tensor add(const Tensor& a, double b) {
-  monitor::OpScope scope("add_scalar", {a});
-  Tensor out = cpu::binary(Binary::add, a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, out}));
-  record("add_scalar", {a}, {out}, [](const Grads& g) { return Grads{g[0]}; });
+  monitor::OpScope scope(Op::add_scalar, {a});
+  const KernelTable& k = kernels::of(a);
+  Tensor out = k.binary_scalar(Binary::add, a, b);
+  if (scope.active()) scope.set_cost_per_element(out, {a, out});
+  record(op_name(Op::add_scalar), {a}, {out}, [](const Grads& g) { return Grads{g[0]}; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
-  monitor::OpScope scope("mul_scalar", {a});
-  Tensor out = cpu::mul(a, b);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({a, out}));
-  record("mul_scalar", {a}, {out}, [b](const Grads& g) { return Grads{cpu::mul(g[0], b)}; });
+  monitor::OpScope scope(Op::mul_scalar, {a});
+  const KernelTable& k = kernels::of(a);
+  Tensor out = k.binary_scalar(Binary::mul, a, b);
+  if (scope.active()) scope.set_cost_per_element(out, {a, out});
+  record(op_name(Op::mul_scalar), {a}, {out}, [b](const Grads& g) {
+    return Grads{kernels::of(g[0]).binary_scalar(Binary::mul, g[0], b)};
+  });
   return out;
 }
 
 Tensor neg(const Tensor& x) {
-  monitor::OpScope scope("neg", {x});
-  Tensor out = cpu::unary(Unary::neg, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
-  record("neg", {x}, {out}, [](const Grads& g) { return Grads{cpu::unary(Unary::neg, g[0])}; });
+  monitor::OpScope scope(Op::neg, {x});
+  const KernelTable& k = kernels::of(x);
+  Tensor out = k.unary(Unary::neg, x);
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
+  record(op_name(Op::neg), {x}, {out}, [](const Grads& g) { return Grads{kernels::of(g[0]).unary(Unary::neg, g[0])}; });
   return out;
 }
 
 Tensor exp(const Tensor& x_in) {
-  const Tensor x = autocast("exp", x_in);
-  monitor::OpScope scope("exp", {x});
-  Tensor out = cpu::unary(Unary::exp, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
-  record("exp", {x}, {out}, [y = out.detach()](const Grads& g) { return Grads{cpu::mul(g[0], y)}; });
+  const Tensor x = autocast(Op::exp, x_in);
+  monitor::OpScope scope(Op::exp, {x});
+  const KernelTable& k = kernels::of(x);
+  Tensor out = k.unary(Unary::exp, x);
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
+  record(op_name(Op::exp), {x}, {out}, [y = out.detach()](const Grads& g) {
+    return Grads{kernels::of(g[0]).binary(Binary::mul, g[0], y)};
+  });
   return out;
 }
 
 Tensor log(const Tensor& x_in) {
-  const Tensor x = autocast("log", x_in);
-  monitor::OpScope scope("log", {x});
-  Tensor out = cpu::unary(Unary::log, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
-  record("log", {x}, {out}, [x](const Grads& g) { return Grads{cpu::binary(Binary::div, g[0], x)}; });
+  const Tensor x = autocast(Op::log, x_in);
+  monitor::OpScope scope(Op::log, {x});
+  const KernelTable& k = kernels::of(x);
+  Tensor out = k.unary(Unary::log, x);
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
+  record(op_name(Op::log), {x}, {out}, [x](const Grads& g) {
+    return Grads{kernels::of(g[0]).binary(Binary::div, g[0], x)};
+  });
   return out;
 }
 
 Tensor sqrt(const Tensor& x_in) {
-  const Tensor x = autocast("sqrt", x_in);
-  monitor::OpScope scope("sqrt", {x});
-  Tensor out = cpu::unary(Unary::sqrt, x);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
-  record("sqrt", {x}, {out}, [y = out.detach()](const Grads& g) {
-    return Grads{cpu::binary(Binary::div, cpu::mul(g[0], 0.5), y)};
+  const Tensor x = autocast(Op::sqrt, x_in);
+  monitor::OpScope scope(Op::sqrt, {x});
+  const KernelTable& k = kernels::of(x);
+  Tensor out = k.unary(Unary::sqrt, x);
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
+  record(op_name(Op::sqrt), {x}, {out}, [y = out.detach()](const Grads& g) {
+    const KernelTable& k = kernels::of(g[0]);
+    return Grads{k.binary(Binary::div, k.binary_scalar(Binary::mul, g[0], 0.5), y)};
   });
   return out;
 }
 
 Tensor pow(const Tensor& x_in, double exponent) {
-  const Tensor x = autocast("pow", x_in);
-  monitor::OpScope scope("pow", {x});
-  Tensor out = cpu::binary(Binary::pow, x, exponent);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, out}));
-  record("pow", {x}, {out}, [x, exponent](const Grads& g) {
-    return Grads{cpu::mul(cpu::mul(g[0], cpu::binary(Binary::pow, x, exponent - 1)), exponent)};
+  const Tensor x = autocast(Op::pow, x_in);
+  monitor::OpScope scope(Op::pow, {x});
+  const KernelTable& k = kernels::of(x);
+  Tensor out = k.binary_scalar(Binary::pow, x, exponent);
+  if (scope.active()) scope.set_cost_per_element(out, {x, out});
+  record(op_name(Op::pow), {x}, {out}, [x, exponent](const Grads& g) {
+    const KernelTable& k = kernels::of(g[0]);
+    const Tensor power = k.binary_scalar(Binary::pow, x, exponent - 1);
+    return Grads{k.binary_scalar(Binary::mul, k.binary(Binary::mul, g[0], power), exponent)};
   });
   return out;
 }
 
 Tensor pow(const Tensor& x_in, const Tensor& exponent_in) {
-  const Tensor x = autocast("pow", x_in), exponent = autocast("pow", exponent_in);
-  monitor::OpScope scope("pow", {x, exponent});
-  Tensor out = cpu::binary(Binary::pow, x, exponent);
-  if (scope.active()) scope.set_cost(out.numel(), monitor::bytes_of({x, exponent, out}));
-  record("pow", {x, exponent}, {out}, [x, exponent, y = out.detach()](const Grads& g) {
+  const Tensor x = autocast(Op::pow, x_in), exponent = autocast(Op::pow, exponent_in);
+  monitor::OpScope scope(Op::pow, {x, exponent});
+  const KernelTable& k = kernels::of(x);
+  Tensor out = k.binary(Binary::pow, x, exponent);
+  if (scope.active()) scope.set_cost_per_element(out, {x, exponent, out});
+  record(op_name(Op::pow), {x, exponent}, {out}, [x, exponent, y = out.detach()](const Grads& g) {
+    const KernelTable& k = kernels::of(g[0]);
     Tensor gx, ge;
-    if (x.requires_grad())  // e * x^(e-1)
-      gx = cpu::sum_to(cpu::mul(g[0], cpu::mul(exponent, cpu::binary(Binary::pow, x, cpu::binary(Binary::sub, exponent, 1.0)))), x.shape());
+    if (x.requires_grad()) {  // e * x^(e-1)
+      const Tensor power = k.binary(Binary::pow, x, k.binary_scalar(Binary::sub, exponent, 1.0));
+      gx = k.sum_to(k.binary(Binary::mul, g[0], k.binary(Binary::mul, exponent, power)), x.shape());
+    }
     if (exponent.requires_grad())  // x^e * ln x
-      ge = cpu::sum_to(cpu::mul(g[0], cpu::mul(y, cpu::unary(Unary::log, x))), exponent.shape());
+      ge = k.sum_to(k.binary(Binary::mul, g[0], k.binary(Binary::mul, y, k.unary(Unary::log, x))), exponent.shape());
     return Grads{gx, ge};
   });
   return out;

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "weft/autograd/node.h"
-#include "weft/kernels/cpu/attention.h"
+#include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
@@ -37,16 +37,16 @@ double resolved_scale(const Tensor& q, double scale) {
 // the output and lse: nothing of size Tq x Tk.
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
                                     double scale) {
-  const char* op = "scaled_dot_product_attention";
+  const Op op = Op::scaled_dot_product_attention;
   const Tensor q = autocast(op, q_in), k = autocast(op, k_in), v = autocast(op, v_in);
-  check_shapes(q, k, v, op);
+  check_shapes(q, k, v, op_name(op));
   monitor::OpScope scope(op, {q, k, v});
   scale = resolved_scale(q, scale);
-  cpu::AttentionForward f = cpu::attention_forward(q, k, v, causal, scale);
-  record(op, {q, k, v}, {f.out},
+  kernels::AttentionForward f = kernels::of(q).attention_forward(q, k, v, causal, scale);
+  record(op_name(op), {q, k, v}, {f.out},
          [q = q.detach(), k = k.detach(), v = v.detach(), out = f.out.detach(), lse = f.lse, causal,
           scale](const Grads& g) {
-           cpu::AttentionGrads d = cpu::attention_backward(g[0], q, k, v, out, lse, causal, scale);
+           kernels::AttentionGrads d = kernels::of(g[0]).attention_backward(g[0], q, k, v, out, lse, causal, scale);
            return Grads{d.dq, d.dk, d.dv};
          });
   if (scope.active()) {
@@ -85,8 +85,8 @@ Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_ne
                         const Tensor& v_cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& lengths) {
   WEFT_CHECK(!q.requires_grad() && !k_new.requires_grad() && !v_new.requires_grad(), ValueError,
              "decode_attention: inference only (run it under NoGradGuard)");
-  monitor::OpScope scope("decode_attention", {q, k_new, v_new});
-  return cpu::decode_attention(q, k_new, v_new, k_cache, v_cache, slots, lengths, resolved_scale(q, 0));
+  monitor::OpScope scope(Op::decode_attention, {q, k_new, v_new});
+  return kernels::of(q).decode_attention(q, k_new, v_new, k_cache, v_cache, slots, lengths, resolved_scale(q, 0));
 }
 
 }  // namespace weft

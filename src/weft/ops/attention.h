@@ -28,8 +28,8 @@ Tensor scaled_dot_product_attention_composed(const Tensor& q, const Tensor& k, c
                                              double scale = 0);
 
 // Continuous batching's decode step over sequences in slots of shared KV caches: writes each new
-// key and value into its slot and attends over the slot's positions (kernels/cpu/attention.h,
-// cpu::decode_attention, for the shapes and checks; scale 1/sqrt(D)). Inference only: inputs that
+// key and value into its slot and attends over the slot's positions (kernels/cpu/attention.h's
+// decode_attention, for the shapes and checks; scale 1/sqrt(D)). Inference only: inputs that
 // require grad → ValueError.
 Tensor decode_attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, const Tensor& k_cache,
                         const Tensor& v_cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& lengths);

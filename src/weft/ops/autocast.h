@@ -1,6 +1,6 @@
 // Autocast: mixed precision chosen per op, as torch.autocast. Inside an AutocastGuard(bf16 or
-// f16), each op casts its floating inputs on entry as one table says (kPolicy in autocast.cpp;
-// docs/mixed-precision.md lists it):
+// f16), each op casts its floating inputs on entry as its entry in the op table says
+// (monitor/op_table.h; docs/mixed-precision.md lists it):
 //
 //   lower  matmul, linear, conv2d, scaled_dot_product_attention: f32 inputs become the low type,
 //          so the GEMMs run on oneDNN's AVX512-BF16 / AMX kernels; results stay low (attention's
@@ -23,24 +23,23 @@
 // (they exist for gradient checks). The on/off state and AutocastGuard are per thread, in
 // autograd/autocast_mode.h (checkpointing restores them for its recomputation).
 #pragma once
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "weft/autograd/autocast_mode.h"
 #include "weft/core/tensor.h"
+#include "weft/monitor/op_table.h"
 
 namespace weft {
 
 // `t` as op `op` must see it under the current autocast state: t itself when autocast is off, t
-// is undefined, not floating, f64, or already of the type the policy wants. An op that is not in
-// the table is a ValueError, so that every op's place in the policy is a decision.
-Tensor autocast(std::string_view op, const Tensor& t);
+// is undefined, not floating, f64, or already of the type the policy wants.
+Tensor autocast(Op op, const Tensor& t);
 
 // The same cast, not recorded: for an op that records its own backward against `t` and returns
 // t's gradient in t's dtype. Under an AutocastCopies that holds a copy of t in the wanted dtype,
 // that copy.
-Tensor autocast_operand(std::string_view op, const Tensor& t);
+Tensor autocast_operand(Op op, const Tensor& t);
 
 // Low-precision copies of tensors (parameters) that their owner keeps equal to the tensor cast
 // to the copy's dtype (optim::Optimizer::keep_low_precision_copies writes them in its update

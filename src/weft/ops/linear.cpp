@@ -3,8 +3,7 @@
 #include <algorithm>
 
 #include "weft/autograd/node.h"
-#include "weft/kernels/cpu/matmul.h"
-#include "weft/kernels/cpu/reduce.h"
+#include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
@@ -39,8 +38,8 @@ bool batch_is_ones(const Shape& shape) {
 // is dropped from the result, as in torch.matmul. The kernel broadcasts the batch dims; the
 // backward sums each gradient back over the dims its operand was broadcast along.
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  const Tensor a = autocast("matmul", a_in), b = autocast("matmul", b_in);
-  monitor::OpScope scope("matmul", {a, b});
+  const Tensor a = autocast(Op::matmul, a_in), b = autocast(Op::matmul, b_in);
+  monitor::OpScope scope(Op::matmul, {a, b});
   WEFT_CHECK(a.defined() && b.defined(), ValueError, "matmul: undefined operand");
   WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both operands need at least 1 dim, got a ",
              shape_str(a.shape()), " and b ", shape_str(b.shape()));
@@ -49,7 +48,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
              " do not chain: a has ", ka, " columns but b has ", kb, " rows");
   Tensor a2 = a.dim() == 1 ? a.as_strided({1, ka}, {ka * a.strides()[0], a.strides()[0]}, a.storage_offset()) : a;
   Tensor b2 = b.dim() == 1 ? b.as_strided({kb, 1}, {b.strides()[0], 1}, b.storage_offset()) : b;
-  Tensor out2 = cpu::matmul(a2, b2);
+  Tensor out2 = kernels::of(a).matmul(a2, b2, {}, std::nullopt);
   Shape shape = out2.shape();
   if (b.dim() == 1) shape.pop_back();
   if (a.dim() == 1) shape.erase(shape.end() - (b.dim() == 1 ? 1 : 2));
@@ -57,20 +56,21 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   // Each gradient needs only the other operand: save just that, so activations are not kept
   // alive for a gradient nobody asked for.
-  record("matmul", {a, b}, {out},
+  record(op_name(Op::matmul), {a, b}, {out},
          [a2 = need_b ? a2.detach() : Tensor(), b2 = need_a ? b2.detach() : Tensor(), a_shape = a.shape(),
           b_shape = b.shape(), a2_shape = a2.shape(), b2_shape = b2.shape(), out2_shape = out2.shape()](const Grads& g) {
+           const kernels::KernelTable& k = kernels::of(g[0]);
            Tensor g2 = reshaped(g[0], out2_shape);
            Tensor ga, gb;
            if (b2.defined())  // dL/da = g @ b^T, summed over the batch dims a was broadcast along
-             ga = reshaped(cpu::sum_to(cpu::matmul(g2, transposed(b2)), a2_shape), a_shape);
+             ga = reshaped(k.sum_to(k.matmul(g2, transposed(b2), {}, std::nullopt), a2_shape), a_shape);
            if (a2.defined()) {
              if (batch_is_ones(b2_shape))
                // b is shared by every batch: the sum over batches of a_i^T g_i is one GEMM over
                // all rows, [K, batch * M] @ [batch * M, N].
-               gb = reshaped(cpu::matmul(transposed(cpu::fold_rows(a2)), cpu::fold_rows(g2)), b_shape);
+               gb = reshaped(k.matmul(transposed(k.fold_rows(a2)), k.fold_rows(g2), {}, std::nullopt), b_shape);
              else  // dL/db = a^T @ g, summed over the batch dims b was broadcast along
-               gb = reshaped(cpu::sum_to(cpu::matmul(transposed(a2), g2), b2_shape), b_shape);
+               gb = reshaped(k.sum_to(k.matmul(transposed(a2), g2, {}, std::nullopt), b2_shape), b_shape);
            }
            return Grads{ga, gb};
          });
@@ -89,11 +89,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // the tensors given, so their gradients come out in their own dtype, an f32 x's and weight's
 // straight from the GEMMs' f32 accumulators: no cast in the backward.
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const Tensor x = autocast_operand("linear", x_in);
-  const Tensor weight = autocast_operand("linear", weight_in);
+  const Tensor x = autocast_operand(Op::linear, x_in);
+  const Tensor weight = autocast_operand(Op::linear, weight_in);
   // oneDNN adds an f32 bias to a 16-bit GEMM's f32 accumulators itself: no cast needed.
-  const Tensor bias = bias_in.defined() && bias_in.dtype() == DType::f32 ? bias_in : autocast_operand("linear", bias_in);
-  monitor::OpScope scope("linear", {x, weight, bias});
+  const Tensor bias = bias_in.defined() && bias_in.dtype() == DType::f32 ? bias_in : autocast_operand(Op::linear, bias_in);
+  monitor::OpScope scope(Op::linear, {x, weight, bias});
   WEFT_CHECK(x.defined() && weight.defined(), ValueError, "linear: undefined input or weight");
   WEFT_CHECK(x.dim() >= 1 && weight.dim() == 2, ShapeError, "linear: expected x [..., in] and weight [out, in], got x ",
              shape_str(x.shape()), " and weight ", shape_str(weight.shape()));
@@ -105,22 +105,24 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   WEFT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.shape()[0] == out_features), ShapeError, "linear: bias ",
              shape_str(bias.shape()), " does not match weight ", shape_str(weight.shape()), " (expected [",
              out_features, "])");
-  Tensor x2 = cpu::fold_rows(x);
+  const kernels::KernelTable& k = kernels::of(x);
+  Tensor x2 = k.fold_rows(x);
   Shape shape = x.shape();
   shape.back() = out_features;
-  Tensor out = reshaped(cpu::matmul(x2, transposed(weight), bias), shape);
+  Tensor out = reshaped(k.matmul(x2, transposed(weight), bias, std::nullopt), shape);
   const bool need_x = x_in.requires_grad(), need_w = weight_in.requires_grad();
   const bool need_b = bias_in.defined() && bias_in.requires_grad();
-  record("linear", {x_in, weight_in, bias_in}, {out},
+  record(op_name(Op::linear), {x_in, weight_in, bias_in}, {out},
          [x2 = need_w ? x2.detach() : Tensor(), w = need_x ? weight.detach() : Tensor(), x_shape = x.shape(), need_b,
           x_dtype = x_in.dtype(), weight_dtype = weight_in.dtype(),
           bias_dtype = bias_in.defined() ? bias_in.dtype() : x.dtype()](const Grads& g) {
-           Tensor g2 = cpu::fold_rows(g[0]);  // [rows, out]
+           const kernels::KernelTable& k = kernels::of(g[0]);
+           Tensor g2 = k.fold_rows(g[0]);  // [rows, out]
            Tensor gx, gw, gb;
-           if (w.defined()) gx = reshaped(cpu::matmul(g2, w, {}, x_dtype), x_shape);  // [rows, out] @ [out, in]
-           if (x2.defined()) gw = cpu::matmul(transposed(g2), x2, {}, weight_dtype);  // [out, rows] @ [rows, in]
+           if (w.defined()) gx = reshaped(k.matmul(g2, w, {}, x_dtype), x_shape);  // [rows, out] @ [out, in]
+           if (x2.defined()) gw = k.matmul(transposed(g2), x2, {}, weight_dtype);  // [out, rows] @ [rows, in]
            if (need_b) {
-             gb = cpu::sum(g2, {0}, false);
+             gb = k.sum(g2, {0}, false);
              if (gb.dtype() != bias_dtype) gb = Tensor::empty(gb.shape(), bias_dtype).copy_(gb);
            }
            return Grads{gx, gw, gb};

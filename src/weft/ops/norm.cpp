@@ -1,7 +1,7 @@
 #include "weft/ops/norm.h"
 
 #include "weft/autograd/node.h"
-#include "weft/kernels/cpu/norm.h"
+#include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/autocast.h"
 
@@ -12,9 +12,6 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-// For the profiler: a sum and a sum of squares (2 + 2), then (x - mean) * rstd * w + b (4).
-constexpr double kNormFlopsPerElement = 8;
-
 // What a normalisation's backward keeps: x and weight detached (it reads only their values),
 // the statistics, and which parameter gradients to form, in which shapes (the kernels return
 // them flat).
@@ -24,7 +21,7 @@ struct Saved {
   Shape weight_shape, bias_shape;
 };
 
-Saved save(const Tensor& x, const Tensor& weight, const Tensor& bias, const cpu::NormForward& f) {
+Saved save(const Tensor& x, const Tensor& weight, const Tensor& bias, const kernels::NormForward& f) {
   Saved s;
   s.x = x.detach();
   s.weight = weight.defined() ? weight.detach() : Tensor();
@@ -41,7 +38,7 @@ Tensor shaped(const Tensor& flat, const Shape& shape) {
   return flat.defined() ? flat.as_strided(shape, contiguous_strides(shape), flat.storage_offset()) : flat;
 }
 
-Grads to_grads(const cpu::NormBackward& b, const Saved& s) {
+Grads to_grads(const kernels::NormBackward& b, const Saved& s) {
   return Grads{b.dx, shaped(b.dweight, s.weight_shape), shaped(b.dbias, s.bias_shape)};
 }
 
@@ -49,8 +46,8 @@ Grads to_grads(const cpu::NormBackward& b, const Saved& s) {
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
-  const Tensor x = autocast("layer_norm", x_in), weight = autocast("layer_norm", weight_in),
-               bias = autocast("layer_norm", bias_in);
+  const Tensor x = autocast(Op::layer_norm, x_in), weight = autocast(Op::layer_norm, weight_in),
+               bias = autocast(Op::layer_norm, bias_in);
   WEFT_CHECK(x.defined(), ValueError, "layer_norm: undefined tensor");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   bool trailing = k >= 1 && k <= x.dim();
@@ -60,11 +57,12 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   for (auto [p, name] : {std::pair<const Tensor*, const char*>{&weight, "weight"}, {&bias, "bias"}})
     WEFT_CHECK(!p->defined() || p->shape() == normalized_shape, ShapeError, "layer_norm: ", name, " has shape ",
                shape_str(p->shape()), " but normalized_shape is ", shape_str(normalized_shape));
-  monitor::OpScope scope("layer_norm", {x, weight, bias});
-  cpu::NormForward f = cpu::layer_norm(x, numel(normalized_shape), weight, bias, eps);
-  if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
-  record("layer_norm", {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f)](const Grads& g) {
-    return to_grads(cpu::layer_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, s.need_dweight, s.need_dbias), s);
+  monitor::OpScope scope(Op::layer_norm, {x, weight, bias});
+  kernels::NormForward f = kernels::of(x).layer_norm(x, numel(normalized_shape), weight, bias, eps);
+  if (scope.active()) scope.set_cost_per_element(x, {x, weight, bias, f.y});
+  record(op_name(Op::layer_norm), {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f)](const Grads& g) {
+    const kernels::KernelTable& k = kernels::of(g[0]);
+    return to_grads(k.layer_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, s.need_dweight, s.need_dbias), s);
   });
   return f.y;
 }
@@ -74,15 +72,16 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 // track_running_stats=False). The backward follows whichever statistics were used.
 Tensor batch_norm(const Tensor& x_in, Tensor running_mean, Tensor running_var, const Tensor& weight_in,
                   const Tensor& bias_in, bool training, double momentum, double eps) {
-  const Tensor x = autocast("batch_norm", x_in), weight = autocast("batch_norm", weight_in),
-               bias = autocast("batch_norm", bias_in);
+  const Tensor x = autocast(Op::batch_norm, x_in), weight = autocast(Op::batch_norm, weight_in),
+               bias = autocast(Op::batch_norm, bias_in);
   const bool use_batch_stats = training || !running_mean.defined();
-  monitor::OpScope scope("batch_norm", {x, weight, bias});
-  cpu::NormForward f = cpu::batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
-  if (scope.active()) scope.set_cost(kNormFlopsPerElement * x.numel(), monitor::bytes_of({x, weight, bias, f.y}));
-  record("batch_norm", {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f), use_batch_stats](const Grads& g) {
-    return to_grads(cpu::batch_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, use_batch_stats, s.need_dweight,
-                                             s.need_dbias),
+  monitor::OpScope scope(Op::batch_norm, {x, weight, bias});
+  kernels::NormForward f =
+      kernels::of(x).batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
+  if (scope.active()) scope.set_cost_per_element(x, {x, weight, bias, f.y});
+  record(op_name(Op::batch_norm), {x, weight, bias}, {f.y}, [s = save(x, weight, bias, f), use_batch_stats](const Grads& g) {
+    return to_grads(kernels::of(g[0]).batch_norm_backward(g[0], s.x, s.mean, s.rstd, s.weight, use_batch_stats,
+                                                           s.need_dweight, s.need_dbias),
                     s);
   });
   return f.y;

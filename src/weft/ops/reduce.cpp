@@ -1,8 +1,7 @@
 #include "weft/ops/reduce.h"
 
 #include "weft/autograd/node.h"
-#include "weft/kernels/cpu/elementwise.h"
-#include "weft/kernels/cpu/reduce.h"
+#include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 #include "weft/ops/arith.h"
 #include "weft/ops/autocast.h"
@@ -23,11 +22,11 @@ static Tensor expand_back(const Tensor& g, const Shape& input_shape, const std::
 }
 
 Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
-  const Tensor x = autocast("sum", x_in);
-  monitor::OpScope scope("sum", {x});
-  Tensor out = cpu::sum(x, dims, keepdim);
-  if (scope.active()) scope.set_cost(x.numel(), monitor::bytes_of({x, out}));
-  record("sum", {x}, {out}, [shape = x.shape(), dims, keepdim](const Grads& g) {
+  const Tensor x = autocast(Op::sum, x_in);
+  monitor::OpScope scope(Op::sum, {x});
+  Tensor out = kernels::of(x).sum(x, dims, keepdim);
+  if (scope.active()) scope.set_cost_per_element(x, {x, out});
+  record(op_name(Op::sum), {x}, {out}, [shape = x.shape(), dims, keepdim](const Grads& g) {
     return Grads{expand_back(g[0], shape, dims, keepdim)};
   });
   return out;
@@ -40,11 +39,11 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
-  monitor::OpScope scope("max", {x});
-  cpu::MaxResult r = cpu::max(x, dim, keepdim);
-  if (scope.active()) scope.set_cost(x.numel(), monitor::bytes_of({x, r.values, r.indices}));
+  monitor::OpScope scope(Op::max, {x});
+  kernels::MaxResult r = kernels::of(x).max(x, dim, keepdim);
+  if (scope.active()) scope.set_cost_per_element(x, {x, r.values, r.indices});
   int64_t d = wrap_dim(dim, x.dim(), "max");
-  record("max", {x}, {r.values}, [shape = x.shape(), d, keepdim, idx = r.indices](const Grads& g) {
+  record(op_name(Op::max), {x}, {r.values}, [shape = x.shape(), d, keepdim, idx = r.indices](const Grads& g) {
     Tensor grad = Tensor::zeros(shape, g[0].dtype());
     Tensor gk = g[0].contiguous_untracked();
     Tensor ik = idx.contiguous_untracked();
@@ -72,6 +71,6 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor max(const Tensor& x) { return max(x.reshape({-1}), 0, false); }
 
-Tensor argmax(const Tensor& x, int64_t dim) { return cpu::argmax(x, dim); }
+Tensor argmax(const Tensor& x, int64_t dim) { return kernels::of(x).argmax(x, dim); }
 
 }  // namespace weft

@@ -4,8 +4,7 @@
 #include <optional>
 
 #include "weft/autograd/node.h"
-#include "weft/kernels/cpu/elementwise.h"
-#include "weft/kernels/cpu/reduce.h"
+#include "weft/kernels/kernel_table.h"
 #include "weft/monitor/profiler.h"
 
 namespace weft {
@@ -16,10 +15,10 @@ using autograd::record;
 // scopes show where a model reshapes.
 template <typename ToInput>
 static Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset,
-                        const char* name, ToInput to_input) {
-  monitor::OpScope scope(name, {x});
+                        Op op, ToInput to_input) {
+  monitor::OpScope scope(op, {x});
   Tensor out = x.as_strided(shape, strides, offset);
-  record(name, {x}, {out}, [to_input](const std::vector<Tensor>& g) { return std::vector<Tensor>{to_input(g[0])}; });
+  record(op_name(op), {x}, {out}, [to_input](const std::vector<Tensor>& g) { return std::vector<Tensor>{to_input(g[0])}; });
   return out;
 }
 
@@ -82,7 +81,7 @@ Tensor Tensor::view(const Shape& requested) const {
              shape_str(this->strides()), " as ", shape_str(shape),
              " without copying (the tensor is not contiguous); use reshape() or contiguous() first");
   Shape input_shape = this->shape();
-  return make_view(*this, shape, *strides, storage_offset(), "view",
+  return make_view(*this, shape, *strides, storage_offset(), Op::view,
                    [input_shape](const Tensor& g) { return g.reshape(input_shape); });
 }
 
@@ -99,7 +98,7 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
     std::swap(shape[a], shape[b]);
     std::swap(strides[a], strides[b]);
   }
-  return make_view(*this, shape, strides, storage_offset(), "transpose",
+  return make_view(*this, shape, strides, storage_offset(), Op::transpose,
                    [a, b](const Tensor& g) { return g.transpose(a, b); });
 }
 
@@ -115,7 +114,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
     shape[i] = this->shape()[d];
     strides[i] = this->strides()[d];
   }
-  return make_view(*this, shape, strides, storage_offset(), "permute",
+  return make_view(*this, shape, strides, storage_offset(), Op::permute,
                    [inverse](const Tensor& g) { return g.permute(inverse); });
 }
 
@@ -127,7 +126,7 @@ static Tensor scatter_into_zeros(const Tensor& g, const Shape& input_shape, cons
                                  int64_t offset_of_view, const Shape& view_shape) {
   if (Tensor* gathered = autograd::gathered_gradient(0); gathered && gathered->dtype() == g.dtype()) {
     Tensor part = gathered->as_strided(view_shape, strides_of_view, gathered->storage_offset() + offset_of_view);
-    cpu::binary_(cpu::Binary::add, part, g);
+    kernels::of(part).binary_(kernels::Binary::add, part, g);
     return Tensor();
   }
   Tensor full = Tensor::zeros(input_shape, g.dtype());
@@ -152,7 +151,7 @@ Tensor Tensor::slice(int64_t dim_in, int64_t start, int64_t end, int64_t step) c
   Shape grad_strides = contiguous_strides(input_shape);
   int64_t grad_offset = start * grad_strides[d];
   grad_strides[d] *= step;
-  return make_view(*this, shape, strides, offset, "slice", [=](const Tensor& g) {
+  return make_view(*this, shape, strides, offset, Op::slice, [=](const Tensor& g) {
     return scatter_into_zeros(g, input_shape, grad_strides, grad_offset, shape);
   });
 }
@@ -192,8 +191,8 @@ Tensor Tensor::expand(const Shape& requested) const {
     strides[i] = have == want ? this->strides()[i - lead] : 0;
   }
   Shape input_shape = this->shape();
-  return make_view(*this, shape, strides, storage_offset(), "expand",
-                   [input_shape](const Tensor& g) { return cpu::sum_to(g, input_shape); });
+  return make_view(*this, shape, strides, storage_offset(), Op::expand,
+                   [input_shape](const Tensor& g) { return kernels::of(g).sum_to(g, input_shape); });
 }
 
 Tensor Tensor::squeeze(int64_t dim_in) const {
@@ -203,7 +202,7 @@ Tensor Tensor::squeeze(int64_t dim_in) const {
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
   Shape input_shape = this->shape();
-  return make_view(*this, shape, strides, storage_offset(), "squeeze",
+  return make_view(*this, shape, strides, storage_offset(), Op::squeeze,
                    [input_shape](const Tensor& g) { return g.reshape(input_shape); });
 }
 
@@ -214,7 +213,7 @@ Tensor Tensor::unsqueeze(int64_t dim_in) const {
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
   Shape input_shape = this->shape();
-  return make_view(*this, shape, strides, storage_offset(), "unsqueeze",
+  return make_view(*this, shape, strides, storage_offset(), Op::unsqueeze,
                    [input_shape](const Tensor& g) { return g.reshape(input_shape); });
 }
 
@@ -236,21 +235,36 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
-  monitor::OpScope scope("clone", {*this});
+  monitor::OpScope scope(Op::clone, {*this});
   Tensor out = Tensor::empty(shape(), dtype()).copy_(*this);
-  if (scope.active()) scope.set_cost(0, monitor::bytes_of({*this, out}));
-  record("clone", {*this}, {out}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  if (scope.active()) scope.set_cost_per_element(out, {*this, out});
+  record(op_name(Op::clone), {*this}, {out}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  monitor::OpScope scope("to", {*this});
+  monitor::OpScope scope(Op::to, {*this});
   Tensor out = Tensor::empty(shape(), target).copy_(*this);
-  if (scope.active()) scope.set_cost(0, monitor::bytes_of({*this, out}));
+  if (scope.active()) scope.set_cost_per_element(out, {*this, out});
   DType source = dtype();
   if (is_floating(target) && is_floating(source))
-    record("to", {*this}, {out}, [source](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(source)}; });
+    record(op_name(Op::to), {*this}, {out}, [source](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(source)}; });
+  return out;
+}
+
+// The copy runs on the table of whichever side is not the CPU, as a GPU backend's copy kernel
+// moves bytes between the host and its device.
+Tensor Tensor::to(Device target) const {
+  const Device source = device();
+  if (target == source) return *this;
+  const kernels::KernelTable& k = kernels::of(target.is_cpu() ? source : target);
+  monitor::OpScope scope(Op::to, {*this});
+  Tensor out = Tensor::empty(shape(), dtype(), target);
+  k.copy(out, *this);
+  if (scope.active()) scope.set_cost_per_element(out, {*this, out});
+  record(op_name(Op::to), {*this}, {out},
+         [source](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(source)}; });
   return out;
 }
 
@@ -279,15 +293,15 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
     sizes.push_back(t.shape()[dim]);
     shape[dim] += t.shape()[dim];
   }
-  monitor::OpScope scope("cat", tensors);
+  monitor::OpScope scope(Op::cat, tensors);
   Tensor out = Tensor::empty(shape, tensors[0].dtype());
-  if (scope.active()) scope.set_cost(0, 2 * monitor::bytes_of({out}));
+  if (scope.active()) scope.set_cost_per_element(out, {out, out});
   int64_t start = 0;
   for (const Tensor& t : tensors) {
     out.as_strided(t.shape(), out.strides(), start * out.strides()[dim]).copy_(t);
     start += t.shape()[dim];
   }
-  record("cat", tensors, {out}, [sizes, dim](const std::vector<Tensor>& g) {
+  record(op_name(Op::cat), tensors, {out}, [sizes, dim](const std::vector<Tensor>& g) {
     std::vector<Tensor> grads;
     int64_t offset = 0;
     for (int64_t size : sizes) {

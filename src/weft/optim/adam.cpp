@@ -102,7 +102,7 @@ std::vector<std::string> Adam::buffer_names() const { return {"exp_avg", "exp_av
 
 void Adam::update(const std::vector<Segment>& segments, double grad_factor) {
   const bool decoupled = options_.decoupled_weight_decay;
-  monitor::OpScope scope(decoupled ? "adamw_step" : "adam_step", params());
+  monitor::OpScope scope(decoupled ? Op::adamw_step : Op::adam_step, params());
   for_each_slice(segments, [&](size_t i, int64_t begin, int64_t end) {
     const Segment& seg = segments[i];
     visit_types(seg, [&](auto tag, auto grad_tag) {

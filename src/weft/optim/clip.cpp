@@ -144,7 +144,7 @@ double grad_norm(const std::vector<Tensor>& params, double norm_type) {
   check_norm_type(norm_type);
   const std::vector<Tensor> grads = contiguous_grads(params);
   if (grads.empty()) return 0;
-  monitor::OpScope scope("grad_norm", grads);
+  monitor::OpScope scope(Op::grad_norm, grads);
   const double total = total_norm(grads, norm_type);
   if (scope.active()) {  // |x|^p and a sum per element, read once
     double n = 0;
@@ -169,7 +169,7 @@ BackwardGradNorm::BackwardGradNorm(const std::vector<Tensor>& params, double nor
       hooks_.push_back(params_[i].register_grad_ready_hook([this, i](const Tensor& leaf) {
         if (!armed_ || !leaf.grad().defined()) return;
         const Tensor grad = leaf.grad().contiguous_untracked();
-        monitor::OpScope scope("grad_norm", {grad});
+        monitor::OpScope scope(Op::grad_norm, {grad});
         shares_[i] = chunk_shares({grad}, norm_type_);
         if (scope.active()) scope.set_cost(2.0 * static_cast<double>(grad.numel()), monitor::bytes_of({grad}));
       }));
@@ -207,7 +207,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   check_norm_type(norm_type);
   const std::vector<Tensor> grads = contiguous_grads(params);
   if (grads.empty()) return 0;
-  monitor::OpScope scope("clip_grad_norm", grads);
+  monitor::OpScope scope(Op::clip_grad_norm, grads);
   const double total = total_norm(grads, norm_type);
   const double coef = clip_coefficient(total, max_norm);
   const bool scaled = coef != 1;

@@ -85,7 +85,7 @@ std::vector<std::string> SGD::buffer_names() const {
 }
 
 void SGD::update(const std::vector<Segment>& segments, double grad_factor) {
-  monitor::OpScope scope("sgd_step", params());
+  monitor::OpScope scope(Op::sgd_step, params());
   for_each_slice(segments, [&](size_t i, int64_t begin, int64_t end) {
     const Segment& seg = segments[i];
     visit_types(seg, [&](auto tag, auto grad_tag) {

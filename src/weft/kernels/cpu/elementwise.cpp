@@ -6,6 +6,7 @@
 
 #include "weft/core/convert.h"
 #include "weft/core/strided.h"
+#include "weft/core/threads.h"
 #include "weft/kernels/cpu/fast_math.h"
 
 namespace weft::cpu {
@@ -232,6 +233,30 @@ void axpy_(Tensor& a, double alpha, const Tensor& b) {
     binary_loop<T>(a, a, b, [k](C x, C y) { return x + k * y; });
   });
 }
+
+// Computed in f32 (f64 for f64) and rounded once: a mask stored in a 16-bit format would round
+// dropout's 1 / (1 - p) first.
+Tensor masked_scale(const Tensor& x, const Tensor& keep, double scale) {
+  Tensor xc = x.contiguous_untracked();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  const uint8_t* k = keep.data<uint8_t>();
+  const int64_t n = x.numel();
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_half_like<T> || std::is_floating_point_v<T>) {
+      using C = compute_type<T>;
+      const T* in = xc.data<T>();
+      T* o = out.data<T>();
+      const C s = static_cast<C>(scale);
+#pragma omp parallel for simd if (n >= kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(k[i] ? static_cast<C>(in[i]) * s : C(0));
+    } else {
+      throw DTypeError(str("masked_scale: expected a floating-point tensor, got ", dtype_name(x.dtype())));
+    }
+  });
+  return out;
+}
+
 
 namespace reference {
 

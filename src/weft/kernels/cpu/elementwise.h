@@ -39,6 +39,8 @@ void binary_(Binary op, Tensor& a, const Tensor& b);
 inline void add_(Tensor& a, const Tensor& b) { binary_(Binary::add, a, b); }
 // a += alpha * b (same shape), the optimizer and gradient-accumulation workhorse.
 void axpy_(Tensor& a, double alpha, const Tensor& b);
+// x * scale where keep (u8, x's shape, contiguous) is 1, else 0: dropout's forward and backward.
+Tensor masked_scale(const Tensor& x, const Tensor& keep, double scale);
 
 namespace reference {
 Tensor unary(Unary op, const Tensor& x);
