@@ -51,14 +51,14 @@ namespace weft::dist {
 
 // What the plan takes of the trainer's options (train fills it from TrainOptions).
 struct ParallelOptions {
-  std::string parallel;       // --parallel as given, for messages
+  std::string parallel{};     // --parallel as given, for messages
   int zero_stage = 0;         // 1 to 3; 0 without ZeRO
   int tp = 1, pp = 1;
   PipelineSchedule pp_schedule = PipelineSchedule::gpipe;
   int64_t micro_batches = 1;  // --grad-accum
   int64_t bucket_bytes = int64_t{25} << 20;
   bool overlap = true;        // DDP's and ZeRO's buckets reduced during backward
-  std::string grad_compress;  // "" | "bf16" | "fp16": DDP's wire format
+  std::string grad_compress{};  // "" | "bf16" | "fp16": DDP's wire format
   int64_t sync_every = 1;     // local SGD when more than 1
 };
 
