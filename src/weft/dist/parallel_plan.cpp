@@ -18,17 +18,14 @@ std::unique_ptr<DataParallelMode> make_ddp_mode(const ModeContext& context);
 namespace {
 
 struct ModeEntry {
-  const char* name;
   bool (*applies)(const ParallelOptions& options, int replicas);
   std::unique_ptr<DataParallelMode> (*make)(const ModeContext& context);
 };
 constexpr ModeEntry kModes[] = {
-    {"zero", [](const ParallelOptions& o, int) { return o.zero_stage > 0; }, make_zero_mode},
-    {"local SGD", [](const ParallelOptions& o, int replicas) { return replicas > 1 && o.sync_every > 1; },
-     make_local_sgd_mode},
-    {"pipeline replicas", [](const ParallelOptions& o, int replicas) { return replicas > 1 && o.pp > 1; },
-     make_pipeline_replicas_mode},
-    {"ddp", [](const ParallelOptions&, int replicas) { return replicas > 1; }, make_ddp_mode},
+    {[](const ParallelOptions& o, int) { return o.zero_stage > 0; }, make_zero_mode},
+    {[](const ParallelOptions& o, int replicas) { return replicas > 1 && o.sync_every > 1; }, make_local_sgd_mode},
+    {[](const ParallelOptions& o, int replicas) { return replicas > 1 && o.pp > 1; }, make_pipeline_replicas_mode},
+    {[](const ParallelOptions&, int replicas) { return replicas > 1; }, make_ddp_mode},
 };
 
 std::string fixed(double value, int decimals) {

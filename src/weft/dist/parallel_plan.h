@@ -17,14 +17,16 @@
 //   model = plan.split(model);
 //   plan.distribute(*model);                           // ZeRO lays the parameters out here
 //   optimizer = make(plan.optimizer_params(*model));
-//   plan.start(*model);                                // after resuming: DDP, local SGD's broadcast
-//   const ForwardBackward step = plan.forward_backward(accumulate, *optimizer, precision);
-//   each step: step(batch, norm); clip to plan.grad_norm(...); update; plan.after_update();
-//              plan.after_step(*model, steps_taken)
+//   plan.resume(...);                                  // a checkpoint of any layout
+//   plan.start(*model);                                // DDP's broadcast and hooks, local SGD's broadcast
+//   ForwardBackward step = plan.forward_backward(accumulate, *model, *optimizer, low_precision);
+//   each step: step(batch, norm); clip to plan.grad_norm(*model, norm); optimizer step;
+//              plan.mode().after_update(); plan.mode().after_step(*model, steps_taken)
 //
 // The data-parallel mode is looked up in one table (parallel_plan.cpp): each entry says when it
-// applies and how it is made, and lives in its own file (dist/mode_*.cpp). None applies without
-// replicas: then the base DataParallelMode, which does nothing, is the mode.
+// applies and how it is made, and lives in its own file (dist/mode_*.cpp). Where none applies (one
+// process, a split model without replicas) the base DataParallelMode, which does nothing, is the
+// mode.
 #pragma once
 #include <cstdint>
 #include <functional>
