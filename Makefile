@@ -4,14 +4,21 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build build-asan demo test test-fast bench fuzz clean
+.PHONY: setup configure build build-cli build-asan demo test test-fast bench fuzz clean
 
 setup:
 	@scripts/setup
 
-build: setup
+configure: setup
 	@cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: configure
 	@cmake --build build -j $(JOBS)
+
+# The weft executable alone: what make demo runs, without the tests and benchmarks (about half of
+# a fresh build's compile steps).
+build-cli: configure
+	@cmake --build build -j $(JOBS) --target weft_cli
 
 build-asan: setup
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
@@ -20,7 +27,7 @@ build-asan: setup
 # Trains the CNN on Fashion-MNIST for two epochs, then evaluates the saved checkpoint. The demo's
 # directory is its own: a second make demo replaces the first one's run.
 DEMO_OUT ?= runs/demo
-demo: build
+demo: build-cli
 	@build/weft train --model cnn --epochs 2 --out $(DEMO_OUT) --overwrite
 	@build/weft eval --checkpoint $(DEMO_OUT)
 

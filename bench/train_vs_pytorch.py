@@ -28,7 +28,8 @@ OPTIMIZER = os.environ.get("OPTIMIZER", "momentum")  # momentum (SGD, 0.9) or ad
 LR = {"momentum": 0.01, "adamw": 4e-3}[OPTIMIZER]
 WARMUP = 20
 REPEATS = int(os.environ.get("REPEATS", "3"))
-DATA = "/usr/share/datasets/fashion-mnist"
+# Where weft train reads it too (src/weft/data/paths.h).
+DATA = os.path.join(os.environ.get("WEFT_DATA_DIR") or "/usr/share/datasets", "fashion-mnist")
 
 
 def read_idx(path):

@@ -65,6 +65,16 @@ TEST_F(CliTest, CorruptDatasetExitsTwo) {
   expect_usage_error(weft_cli("train --data-dir " + path("data")), "train-images-idx3-ubyte");
 }
 
+// Without --data-dir, Fashion-MNIST is read under WEFT_DATA_DIR when it is set.
+TEST_F(CliTest, WeftDataDirMovesTheDefaultDataDirectory) {
+  fs::create_directories(dir_ / "root/fashion-mnist");
+  write("root/fashion-mnist/train-images-idx3-ubyte", std::string("\x00\x00\x08\x03\x00\x00", 6));
+  setenv("WEFT_DATA_DIR", path("root").c_str(), 1);
+  const Outcome o = weft_cli("train --model mlp --steps 1");
+  unsetenv("WEFT_DATA_DIR");
+  expect_usage_error(o, path("root/fashion-mnist/train-images-idx3-ubyte"));
+}
+
 TEST_F(CliTest, UnwritableOutExitsTwo) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST is not installed";
   write("a_file", "x");

@@ -19,10 +19,11 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run);   // estim
 void add_smi_command(CLI::App& app, std::function<void()>& run);        // smi
 void add_board_command(CLI::App& app, std::function<void()>& run);      // board
 
-// The image data flags of train, eval and quantize (infer::image_data_dir).
+// The image data flags of train, eval and quantize (infer::image_data_dir, data/paths.h).
 inline constexpr const char* kDataDirHelp =
     "its IDX files, .gz or not (default: /usr/share/datasets/fashion-mnist for fashion-mnist, which Debian's "
-    "dataset-fashion-mnist installs; mnist has no package, so it needs this flag)";
+    "dataset-fashion-mnist installs, or $WEFT_DATA_DIR/fashion-mnist when WEFT_DATA_DIR is set; mnist has no "
+    "package, so it needs this flag)";
 inline constexpr const char* kCheckpointDatasetHelp =
     "the data set to read: the checkpoint's (default), or for an older checkpoint that does not record it, "
     "whose files and normalisation to assume (else fashion-mnist)";

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/core/program.h"
+#include "weft/data/paths.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/input_file.h"
@@ -60,22 +61,27 @@ std::string model_file(const std::string& path) {
   return (fs::path(current) / "model.safetensors").string();
 }
 
-const ImageDatasetInfo& image_dataset_info(const std::string& name) {
+ImageDatasetInfo image_dataset_info(const std::string& name) {
+  // Here default_dir is the directory's name under the data root, which the environment may
+  // change between calls (data/paths.h).
   static const ImageDatasetInfo kDatasets[] = {
       {"fashion-mnist",
        data::kFashionMnistNormalization,
        {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"},
        {1, 28, 28},
-       "/usr/share/datasets/fashion-mnist"},  // Debian's dataset-fashion-mnist
+       "fashion-mnist"},  // Debian's dataset-fashion-mnist
       {"mnist", data::kMnistNormalization, {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, {1, 28, 28}, ""}};
-  for (const ImageDatasetInfo& d : kDatasets)
-    if (d.name == name) return d;
+  for (ImageDatasetInfo d : kDatasets)
+    if (d.name == name) {
+      if (!d.default_dir.empty()) d.default_dir = data::default_dataset_dir(d.default_dir);
+      return d;
+    }
   throw ValueError(str("unknown dataset '", name, "': expected fashion-mnist or mnist"));
 }
 
 std::string image_data_dir(const std::string& dataset, const std::string& data_dir) {
   if (!data_dir.empty()) return data_dir;
-  const std::string& dir = image_dataset_info(dataset).default_dir;
+  const std::string dir = image_dataset_info(dataset).default_dir;
   WEFT_CHECK(!dir.empty(), ValueError, "--dataset ", dataset, ": needs --data-dir, the directory of its IDX files ",
              "(train-images-idx3-ubyte and the rest, .gz or not): no Debian package installs ", dataset);
   return dir;

@@ -44,9 +44,9 @@ struct ImageDatasetInfo {
   data::Normalization normalization;  // the training split's statistics
   std::vector<std::string> labels;    // class names by class id
   Shape sample_shape;                 // one image as the models take it: [C, H, W]
-  std::string default_dir;            // where its Debian package installs it; "": no package ships it
+  std::string default_dir;            // read without --data-dir (data/paths.h); "": no package ships it
 };
-const ImageDatasetInfo& image_dataset_info(const std::string& name);
+ImageDatasetInfo image_dataset_info(const std::string& name);
 
 // Where `dataset`'s IDX files are read: `data_dir` when given, else the data set's default_dir;
 // for a data set without one, a ValueError asking for --data-dir.

@@ -12,24 +12,15 @@
 // connection landed on. So HTTP workers only parse, queue and wait; the batcher's thread sets the
 // thread count once and does all of the computing.
 #pragma once
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <thread>
 
-#include "weft/core/error.h"
 #include "weft/core/tensor.h"
+#include "weft/serve/queue.h"
 
 namespace weft::serve {
-
-// The queue is full: the client should come back later (HTTP 503 with Retry-After).
-class QueueFullError : public Error {
-  using Error::Error;
-};
 
 struct BatchOptions {
   int64_t max_batch = 32;     // inputs run together at most (a request with more runs alone)
@@ -60,18 +51,13 @@ class DynamicBatcher {
   struct Request {
     Tensor inputs;
     std::promise<Tensor> answer;
-    std::chrono::steady_clock::time_point arrived;
   };
   void loop();
 
   std::function<Tensor(const Tensor&)> run_;
   BatchOptions options_;
   std::function<void(int64_t)> on_batch_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<Request> queue_;
-  int64_t queued_inputs_ = 0;
-  bool stopping_ = false;
+  RequestQueue<Request> queue_;  // weighed by inputs
   std::thread thread_;
 };
 

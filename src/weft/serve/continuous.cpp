@@ -29,7 +29,7 @@ struct ContinuousBatcher::Running {
 };
 
 ContinuousBatcher::ContinuousBatcher(nn::GPT& model, BatchOptions options, std::function<void(int64_t)> on_step)
-    : model_(model), options_(options), on_step_(std::move(on_step)) {
+    : model_(model), options_(options), on_step_(std::move(on_step)), waiting_(options.max_queue) {
   WEFT_CHECK(options_.max_batch >= 1 && options_.max_queue >= 1, ValueError,
              "continuous batcher: max_batch and max_queue must be at least 1");
   // The KV cache is allocated whole when the thread starts: one the machine (or the allocator's
@@ -58,29 +58,15 @@ ContinuousBatcher::~ContinuousBatcher() { stop(); }
 void ContinuousBatcher::submit(Generation generation) {
   generation.options.max_tokens =
       generation.options.tokens_after(std::ssize(generation.prompt), model_.config.context);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    WEFT_CHECK(!stopping_, ValueError, "the server is shutting down");
-    if (static_cast<int64_t>(waiting_.size()) >= options_.max_queue)
-      throw QueueFullError(str("the queue is full (", options_.max_queue, " requests waiting); try again shortly"));
-    waiting_.push_back(std::move(generation));
-  }
-  changed_.notify_all();
+  waiting_.push(std::move(generation));
 }
 
 void ContinuousBatcher::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
+  waiting_.close();
   if (thread_.joinable()) thread_.join();
 }
 
-int64_t ContinuousBatcher::queue_depth() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int64_t>(waiting_.size());
-}
+int64_t ContinuousBatcher::queue_depth() const { return waiting_.size(); }
 
 void ContinuousBatcher::loop() {
   if (options_.threads > 0) set_num_threads(options_.threads);
@@ -102,18 +88,11 @@ void ContinuousBatcher::loop() {
     const bool wanted = !r.request.on_token || r.request.on_token(r.last);
     return wanted && r.produced < *r.request.options.max_tokens;
   };
-  for (;;) {
-    std::vector<Generation> admitted;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return !waiting_.empty() || !running.empty() || stopping_; });
-      if (waiting_.empty() && running.empty()) return;  // stopping, and nothing left
-      while (!waiting_.empty() && static_cast<int64_t>(running.size() + admitted.size()) < options_.max_batch) {
-        admitted.push_back(std::move(waiting_.front()));
-        waiting_.pop_front();
-      }
-    }
-    for (Generation& g : admitted) {  // prefill: the prompt in one forward, and the first token
+  // Until stopped with nothing waiting or running: the waiting requests that the running batch has
+  // room for join it.
+  while (std::optional<std::vector<Generation>> admitted =
+             waiting_.take({.max_items = options_.max_batch - std::ssize(running)}, [&] { return !running.empty(); })) {
+    for (Generation& g : *admitted) {  // prefill: the prompt in one forward, and the first token
       const std::function<void(const std::string&)> on_done = g.on_done;
       try {
         if (*g.options.max_tokens == 0) {

@@ -13,11 +13,8 @@
 // alone gets generate's tokens exactly; in company, the same to the rounding of a GEMM over more
 // rows. The model's thread is the batcher's own (serve/batcher.h says why).
 #pragma once
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,10 +52,7 @@ class ContinuousBatcher {
   nn::GPT& model_;
   BatchOptions options_;
   std::function<void(int64_t)> on_step_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<Generation> waiting_;
-  bool stopping_ = false;
+  RequestQueue<Generation> waiting_;
   std::thread thread_;
 };
 

@@ -8,13 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "weft/autograd/grad_mode.h"
 #include "weft/core/threads.h"
 #include "weft/infer/load.h"
 #include "weft/infer/metadata.h"
+#include "weft/infer/predict.h"
 #include "weft/io/json.h"
 #include "weft/monitor/status_file.h"
-#include "weft/ops/activation.h"
 #include "weft/serve/continuous.h"
 #include "weft/serve/playground.h"
 
@@ -124,6 +123,34 @@ net::Response error_response(int status, const std::string& message) {
   if (status == 503) r.headers.emplace_back("Retry-After", "1");
   return r;
 }
+
+// The model a body names ("model"), if it names one.
+std::optional<std::string> model_field(const Json& body) {
+  if (!body.contains("model")) return std::nullopt;
+  if (!body["model"].is_string()) throw HttpError(400, "\"model\" must be a string");
+  return body["model"].get<std::string>();
+}
+
+// Every route's errors answered alike.
+net::Handler guarded(net::Handler handler) {
+  return [handler = std::move(handler)](const net::Request& req) {
+    try {
+      return handler(req);
+    } catch (const HttpError& e) {
+      return error_response(e.status, e.what());
+    } catch (const QueueFullError& e) {
+      return error_response(503, e.what());
+    } catch (const Error& e) {
+      return error_response(400, e.what());
+    } catch (const std::exception& e) {
+      return error_response(500, str("internal error: ", e.what()));
+    }
+  };
+}
+
+net::Response healthz(const net::Request&) { return json_response(200, {{"status", "ok"}}); }
+
+net::Response playground(const net::Request&) { return net::html_page(playground_page()); }
 
 // The routes the metrics name; anything else counts as "other", so that a scan of random paths
 // cannot grow the label set without bound.
@@ -236,12 +263,8 @@ Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : opti
       model->recent_counts.assign(model->loaded.labels.size(), 0);
       model->find_examples(options_.data_dir);
       model->batcher = std::make_unique<DynamicBatcher>(
-          [model](const Tensor& inputs) {
-            NoGradGuard no_grad;
-            const Tensor logits = (*model->loaded.model)(inputs);
-            return softmax(Tensor::empty(logits.shape(), DType::f32).copy_(logits), -1);
-          },
-          options_.batch, [this, model](int64_t n) { metrics_.batch(model->name, n); });
+          [model](const Tensor& inputs) { return infer::class_probabilities(model->loaded, inputs); }, options_.batch,
+          [this, model](int64_t n) { metrics_.batch(model->name, n); });
       metrics_.gauges(model->name, [model] { return model->batcher->queue_depth(); }, [model] { return model->drift(); });
     }
     models_.push_back(std::move(m));
@@ -273,225 +296,209 @@ Server::~Server() {
 }
 
 void Server::add_routes() {
-  // Which model a request names ("model"), or the only one of the kind the route serves.
-  auto model_for = [this](const Json& body, bool gpt) -> Model& {
-    const char* kind = gpt ? "a GPT" : "a classifier";
-    if (body.contains("model")) {
-      if (!body["model"].is_string()) throw HttpError(400, "\"model\" must be a string");
-      const std::string name = body["model"].get<std::string>();
-      for (auto& m : models_)
-        if (m->name == name) {
-          if (m->is_gpt() != gpt) throw HttpError(400, str("model '", name, "' is not ", kind));
-          return *m;
-        }
-      throw HttpError(400, str("no model named '", name, "'"));
-    }
-    Model* found = nullptr;
-    std::string names;
+  http_->get("/healthz", healthz, /*quick=*/true);
+  http_->get("/v1/models", [this](const net::Request& req) { return list_models(req); });
+  http_->post("/v1/predict", guarded([this](const net::Request& req) { return predict(req); }));
+  http_->post("/v1/completions", guarded([this](const net::Request& req) { return complete(req); }));
+  http_->get("/", playground, /*quick=*/true);
+  http_->get("/v1/examples", guarded([this](const net::Request& req) { return examples(req); }));
+  http_->get("/metrics", [this](const net::Request& req) { return render_metrics(req); });
+}
+
+Server::Model& Server::model_for(const std::optional<std::string>& name, bool gpt) {
+  const char* kind = gpt ? "a GPT" : "a classifier";
+  if (name) {
     for (auto& m : models_)
-      if (m->is_gpt() == gpt) {
-        names += str(names.empty() ? "" : ", ", m->name);
-        if (found) throw HttpError(400, str("several models serve this route (", names, "...); name one: \"model\""));
-        found = m.get();
+      if (m->name == *name) {
+        if (m->is_gpt() != gpt) throw HttpError(400, str("model '", *name, "' is not ", kind));
+        return *m;
       }
-    if (!found) throw HttpError(400, str("no model here is ", kind));
-    return *found;
+    throw HttpError(400, str("no model named '", *name, "'"));
+  }
+  Model* found = nullptr;
+  std::string names;
+  for (auto& m : models_)
+    if (m->is_gpt() == gpt) {
+      names += str(names.empty() ? "" : ", ", m->name);
+      if (found) throw HttpError(400, str("several models serve this route (", names, "...); name one: \"model\""));
+      found = m.get();
+    }
+  if (!found) throw HttpError(400, str("no model here is ", kind));
+  return *found;
+}
+
+net::Response Server::list_models(const net::Request&) const {
+  Json list = Json::array();
+  for (const auto& m : models_) {
+    const infer::LoadedModel& l = m->loaded;
+    list.push_back({{"name", m->name}, {"kind", l.kind}, {"dtype", dtype_name(l.dtype)}, {"quantization", l.scheme},
+                    {"input_shape", l.input_shape}, {"parameters", m->parameters}, {"labels", l.labels},
+                    {"metadata", l.metadata}});
+  }
+  return json_response(200, {{"models", list}});
+}
+
+net::Response Server::predict(const net::Request& req) {
+  PixelReader pixels;
+  const Json body = parse_body(req, pixels.callback());
+  Model& m = model_for(model_field(body), false);
+  const int64_t classes = static_cast<int64_t>(m.loaded.labels.size());
+  const int64_t top_k = integer_field(body, "top_k", std::min<int64_t>(3, classes), 1, classes);
+  if (!body.contains("inputs") || !body["inputs"].is_array() || body["inputs"].empty())
+    throw HttpError(400, "\"inputs\" must be a non-empty array of images, each an array of pixel values");
+  const Json& inputs = body["inputs"];
+  const int64_t per_image = numel(m.loaded.input_shape), n = static_cast<int64_t>(inputs.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const Json& image = inputs[static_cast<size_t>(i)];
+    const int64_t count = image.is_array() ? pixels.counts[static_cast<size_t>(i)] : -1;
+    if (count != per_image)
+      throw HttpError(400, str("inputs[", i, "] must be an array of ", per_image, " pixel values (",
+                               shape_str(m.loaded.input_shape), " flattened), got ",
+                               image.is_array() ? str(count, " values") : std::string(image.type_name())));
+    if (pixels.first_bad_image == i)
+      throw HttpError(400, str("inputs[", i, "] holds ", pixels.first_bad, ": pixels are integers from 0 to 255"));
+  }
+  const std::vector<uint8_t>& values = pixels.values;
+  Shape shape = m.loaded.input_shape;
+  shape.insert(shape.begin(), n);
+  const Tensor probabilities =
+      m.batcher->submit(infer::classifier_input(m.loaded, Tensor::from_vector(values, shape))).get();
+  Json predictions = Json::array();
+  std::vector<int64_t> best;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float> p = probabilities.select(0, i).to_vector<float>();
+    std::vector<int64_t> order(p.size());
+    for (size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int64_t>(c);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
+    Json top = Json::array();
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t c = order[static_cast<size_t>(k)];
+      top.push_back({{"label", c}, {"name", m.loaded.labels[static_cast<size_t>(c)]}, {"score", p[static_cast<size_t>(c)]}});
+    }
+    best.push_back(order[0]);
+    predictions.push_back({{"probabilities", p}, {"top_k", top}});
+  }
+  m.note_predictions(best);
+  return json_response(200, {{"model", m.name}, {"predictions", predictions}});
+}
+
+net::Response Server::complete(const net::Request& req) {
+  const Json body = parse_body(req);
+  Model& m = model_for(model_field(body), true);
+  if (!body.contains("prompt") || !body["prompt"].is_string() || body["prompt"].get_ref<const std::string&>().empty())
+    throw HttpError(400, "\"prompt\" must be a non-empty string");
+  const std::string& text = body["prompt"].get_ref<const std::string&>();
+  const int64_t context = m.loaded.gpt->config.context;
+  const int64_t max_prompt_bytes = kPromptBytesPerToken * context;
+  if (static_cast<int64_t>(text.size()) > max_prompt_bytes)
+    throw HttpError(400, str("the prompt is ", text.size(), " bytes; the model's context is ", context,
+                             " tokens, which no prompt over ", max_prompt_bytes, " bytes fits"));
+  const data::Tokenizer& tokenizer = *m.loaded.tokenizer;
+  const std::vector<int32_t> encoded = tokenizer.encode(text);
+  const std::vector<int64_t> prompt(encoded.begin(), encoded.end());
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
+  if (prompt_tokens >= context)
+    throw HttpError(400, str("the prompt is ", prompt_tokens, " tokens; the model's context is ", context,
+                             ", so it must be shorter to leave room for an answer"));
+  nn::GenerateOptions options;
+  if (body.contains("max_tokens"))
+    options.max_tokens = integer_field(body, "max_tokens", 0, 0, context - prompt_tokens);
+  options.temperature = number_field(body, "temperature", options.temperature, 0, 100);
+  options.top_k = integer_field(body, "top_k", options.top_k, 0, m.loaded.gpt->config.vocab);
+  options.seed = static_cast<uint64_t>(integer_field(body, "seed", static_cast<int64_t>(options.seed), 0,
+                                                     std::numeric_limits<int64_t>::max()));
+  options.vocab_limit = tokenizer.vocab_size();
+  if (body.contains("stream") && !body["stream"].is_boolean()) throw HttpError(400, "\"stream\" must be true or false");
+  const bool stream = body.value("stream", false);
+  auto tokens = std::make_shared<TokenStream>();
+  tokens->streamed = stream;
+  m.generations->submit(Generation{
+      .prompt = prompt,
+      .options = options,
+      .on_token =
+          [tokens](int64_t id) {
+            {
+              std::lock_guard<std::mutex> lock(tokens->mutex);
+              tokens->tokens.push_back(id);
+            }
+            // Waking a worker that waits for the end at every token would cost a context switch
+            // per token per request.
+            if (tokens->streamed) tokens->changed.notify_all();
+            return !tokens->cancelled.load();
+          },
+      .on_done =
+          [tokens](const std::string& error) {
+            {
+              std::lock_guard<std::mutex> lock(tokens->mutex);
+              tokens->error = error;
+              tokens->done = true;
+            }
+            tokens->changed.notify_all();
+          }});
+  const std::string name = m.name;
+  auto decode = [&tokenizer](const std::vector<int64_t>& ids) {
+    return tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()));
   };
-  // Every route's errors answered alike.
-  auto guarded = [](std::function<net::Response(const net::Request&)> handler) {
-    return [handler](const net::Request& req) {
-      try {
-        return handler(req);
-      } catch (const HttpError& e) {
-        return error_response(e.status, e.what());
-      } catch (const QueueFullError& e) {
-        return error_response(503, e.what());
-      } catch (const Error& e) {
-        return error_response(400, e.what());
-      } catch (const std::exception& e) {
-        return error_response(500, str("internal error: ", e.what()));
-      }
-    };
-  };
-
-  http_->get("/healthz", [](const net::Request&) { return json_response(200, {{"status", "ok"}}); }, /*quick=*/true);
-
-  http_->get("/v1/models", [this](const net::Request&) {
-    Json list = Json::array();
-    for (const auto& m : models_) {
-      const infer::LoadedModel& l = m->loaded;
-      list.push_back({{"name", m->name}, {"kind", l.kind}, {"dtype", dtype_name(l.dtype)}, {"quantization", l.scheme},
-                      {"input_shape", l.input_shape}, {"parameters", m->parameters}, {"labels", l.labels},
-                      {"metadata", l.metadata}});
-    }
-    return json_response(200, {{"models", list}});
-  });
-
-  http_->post("/v1/predict", guarded([this, model_for](const net::Request& req) {
-    PixelReader pixels;
-    const Json body = parse_body(req, pixels.callback());
-    Model& m = model_for(body, false);
-    const int64_t classes = static_cast<int64_t>(m.loaded.labels.size());
-    const int64_t top_k = integer_field(body, "top_k", std::min<int64_t>(3, classes), 1, classes);
-    if (!body.contains("inputs") || !body["inputs"].is_array() || body["inputs"].empty())
-      throw HttpError(400, "\"inputs\" must be a non-empty array of images, each an array of pixel values");
-    const Json& inputs = body["inputs"];
-    const int64_t per_image = numel(m.loaded.input_shape), n = static_cast<int64_t>(inputs.size());
-    for (int64_t i = 0; i < n; ++i) {
-      const Json& image = inputs[static_cast<size_t>(i)];
-      const int64_t count = image.is_array() ? pixels.counts[static_cast<size_t>(i)] : -1;
-      if (count != per_image)
-        throw HttpError(400, str("inputs[", i, "] must be an array of ", per_image, " pixel values (",
-                                 shape_str(m.loaded.input_shape), " flattened), got ",
-                                 image.is_array() ? str(count, " values") : std::string(image.type_name())));
-      if (pixels.first_bad_image == i)
-        throw HttpError(400, str("inputs[", i, "] holds ", pixels.first_bad, ": pixels are integers from 0 to 255"));
-    }
-    const std::vector<uint8_t>& values = pixels.values;
-    Shape shape = m.loaded.input_shape;
-    shape.insert(shape.begin(), n);
-    const Tensor probabilities =
-        m.batcher->submit(infer::classifier_input(m.loaded, Tensor::from_vector(values, shape))).get();
-    Json predictions = Json::array();
-    std::vector<int64_t> best;
-    for (int64_t i = 0; i < n; ++i) {
-      const std::vector<float> p = probabilities.select(0, i).to_vector<float>();
-      std::vector<int64_t> order(p.size());
-      for (size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int64_t>(c);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
-      Json top = Json::array();
-      for (int64_t k = 0; k < top_k; ++k) {
-        const int64_t c = order[static_cast<size_t>(k)];
-        top.push_back({{"label", c}, {"name", m.loaded.labels[static_cast<size_t>(c)]}, {"score", p[static_cast<size_t>(c)]}});
-      }
-      best.push_back(order[0]);
-      predictions.push_back({{"probabilities", p}, {"top_k", top}});
-    }
-    m.note_predictions(best);
-    return json_response(200, {{"model", m.name}, {"predictions", predictions}});
-  }));
-
-  http_->post("/v1/completions", guarded([this, model_for](const net::Request& req) {
-    const Json body = parse_body(req);
-    Model& m = model_for(body, true);
-    if (!body.contains("prompt") || !body["prompt"].is_string() || body["prompt"].get_ref<const std::string&>().empty())
-      throw HttpError(400, "\"prompt\" must be a non-empty string");
-    const std::string& text = body["prompt"].get_ref<const std::string&>();
-    const int64_t context = m.loaded.gpt->config.context;
-    const int64_t max_prompt_bytes = kPromptBytesPerToken * context;
-    if (static_cast<int64_t>(text.size()) > max_prompt_bytes)
-      throw HttpError(400, str("the prompt is ", text.size(), " bytes; the model's context is ", context,
-                               " tokens, which no prompt over ", max_prompt_bytes, " bytes fits"));
-    const data::Tokenizer& tokenizer = *m.loaded.tokenizer;
-    const std::vector<int32_t> encoded = tokenizer.encode(text);
-    const std::vector<int64_t> prompt(encoded.begin(), encoded.end());
-    const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
-    if (prompt_tokens >= context)
-      throw HttpError(400, str("the prompt is ", prompt_tokens, " tokens; the model's context is ", context,
-                               ", so it must be shorter to leave room for an answer"));
-    nn::GenerateOptions options;
-    if (body.contains("max_tokens"))
-      options.max_tokens = integer_field(body, "max_tokens", 0, 0, context - prompt_tokens);
-    options.temperature = number_field(body, "temperature", options.temperature, 0, 100);
-    options.top_k = integer_field(body, "top_k", options.top_k, 0, m.loaded.gpt->config.vocab);
-    options.seed = static_cast<uint64_t>(integer_field(body, "seed", static_cast<int64_t>(options.seed), 0,
-                                                       std::numeric_limits<int64_t>::max()));
-    options.vocab_limit = tokenizer.vocab_size();
-    if (body.contains("stream") && !body["stream"].is_boolean()) throw HttpError(400, "\"stream\" must be true or false");
-    const bool stream = body.value("stream", false);
-    auto tokens = std::make_shared<TokenStream>();
-    tokens->streamed = stream;
-    m.generations->submit(Generation{
-        .prompt = prompt,
-        .options = options,
-        .on_token =
-            [tokens](int64_t id) {
-              {
-                std::lock_guard<std::mutex> lock(tokens->mutex);
-                tokens->tokens.push_back(id);
-              }
-              // Waking a worker that waits for the end at every token would cost a context switch
-              // per token per request.
-              if (tokens->streamed) tokens->changed.notify_all();
-              return !tokens->cancelled.load();
-            },
-        .on_done =
-            [tokens](const std::string& error) {
-              {
-                std::lock_guard<std::mutex> lock(tokens->mutex);
-                tokens->error = error;
-                tokens->done = true;
-              }
-              tokens->changed.notify_all();
-            }});
-    const std::string name = m.name;
-    auto decode = [&tokenizer](const std::vector<int64_t>& ids) {
-      return tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()));
-    };
-    if (!stream) {
+  if (!stream) {
+    std::unique_lock<std::mutex> lock(tokens->mutex);
+    tokens->changed.wait(lock, [&] { return tokens->done; });
+    if (!tokens->error.empty()) throw HttpError(500, tokens->error);
+    const std::vector<int64_t> generated(tokens->tokens.begin(), tokens->tokens.end());
+    metrics_.tokens(name, static_cast<int64_t>(generated.size()));
+    return json_response(200, {{"model", name}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
+                        {"completion_tokens", generated.size()}});
+  }
+  // Server-sent events: one per token as it is drawn, then the whole text and the counts.
+  net::Response res;
+  res.content_type = "text/event-stream";
+  res.headers.emplace_back("Cache-Control", "no-cache");
+  res.stream = [this, tokens, name, prompt_tokens, decode](net::Response::Writer& out) {
+    std::vector<int64_t> generated;
+    for (bool done = false; !done;) {
       std::unique_lock<std::mutex> lock(tokens->mutex);
-      tokens->changed.wait(lock, [&] { return tokens->done; });
-      if (!tokens->error.empty()) throw HttpError(500, tokens->error);
-      const std::vector<int64_t> generated(tokens->tokens.begin(), tokens->tokens.end());
-      metrics_.tokens(name, static_cast<int64_t>(generated.size()));
-      return json_response(200, {{"model", name}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
-                          {"completion_tokens", generated.size()}});
-    }
-    // Server-sent events: one per token as it is drawn, then the whole text and the counts.
-    net::Response res;
-    res.content_type = "text/event-stream";
-    res.headers.emplace_back("Cache-Control", "no-cache");
-    res.stream = [this, tokens, name, prompt_tokens, decode](net::Response::Writer& out) {
-      std::vector<int64_t> generated;
-      for (bool done = false; !done;) {
-        std::unique_lock<std::mutex> lock(tokens->mutex);
-        tokens->changed.wait(lock, [&] { return tokens->done || !tokens->tokens.empty(); });
-        std::string events;
-        while (!tokens->tokens.empty()) {
-          const int64_t id = tokens->tokens.front();
-          tokens->tokens.pop_front();
-          generated.push_back(id);
-          events += "data: " + dump({{"token", id}, {"text", decode({id})}}) + "\n\n";
-        }
-        done = tokens->done;
-        const std::string error = tokens->error;
-        lock.unlock();
-        if (done) {
-          metrics_.tokens(name, static_cast<int64_t>(generated.size()));
-          events += "data: " +
-                    dump(error.empty() ? Json{{"done", true}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
-                                              {"completion_tokens", generated.size()}}
-                                       : Json{{"error", {{"status", 500}, {"message", error}}}}) +
-                    "\n\n";
-        }
-        if (!out.write(events)) {
-          // The client went away: the generation stops at its next token, and its end is waited
-          // for so that the model is never left writing to a stream no one holds.
-          tokens->cancelled = true;
-          std::unique_lock<std::mutex> wait(tokens->mutex);
-          tokens->changed.wait(wait, [&] { return tokens->done; });
-          return;
-        }
+      tokens->changed.wait(lock, [&] { return tokens->done || !tokens->tokens.empty(); });
+      std::string events;
+      while (!tokens->tokens.empty()) {
+        const int64_t id = tokens->tokens.front();
+        tokens->tokens.pop_front();
+        generated.push_back(id);
+        events += "data: " + dump({{"token", id}, {"text", decode({id})}}) + "\n\n";
       }
-    };
-    return res;
-  }));
+      done = tokens->done;
+      const std::string error = tokens->error;
+      lock.unlock();
+      if (done) {
+        metrics_.tokens(name, static_cast<int64_t>(generated.size()));
+        events += "data: " +
+                  dump(error.empty() ? Json{{"done", true}, {"text", decode(generated)}, {"prompt_tokens", prompt_tokens},
+                                            {"completion_tokens", generated.size()}}
+                                     : Json{{"error", {{"status", 500}, {"message", error}}}}) +
+                  "\n\n";
+      }
+      if (!out.write(events)) {
+        // The client went away: the generation stops at its next token, and its end is waited
+        // for so that the model is never left writing to a stream no one holds.
+        tokens->cancelled = true;
+        std::unique_lock<std::mutex> wait(tokens->mutex);
+        tokens->changed.wait(wait, [&] { return tokens->done; });
+        return;
+      }
+    }
+  };
+  return res;
+}
 
-  http_->get("/", [](const net::Request&) { return net::html_page(playground_page()); }, /*quick=*/true);
+net::Response Server::examples(const net::Request& req) {
+  Model& m = model_for(req.param("model"), false);
+  if (m.examples.empty()) throw HttpError(404, str("no test images for model '", m.name, "': ", m.no_examples));
+  return json_response(200, {{"model", m.name}, {"images", m.examples}, {"labels", m.example_labels}});
+}
 
-  http_->get("/v1/examples", guarded([this, model_for](const net::Request& req) {
-    const std::optional<std::string> name = req.param("model");
-    Model& m = model_for(name ? Json{{"model", *name}} : Json::object(), false);
-    if (m.examples.empty()) throw HttpError(404, str("no test images for model '", m.name, "': ", m.no_examples));
-    return json_response(200, {{"model", m.name}, {"images", m.examples}, {"labels", m.example_labels}});
-  }));
-
-  http_->get("/metrics", [this](const net::Request&) {
-    net::Response r;
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = metrics_.render();
-    return r;
-  });
+net::Response Server::render_metrics(const net::Request&) const {
+  net::Response r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_.render();
+  return r;
 }
 
 void Server::bind() { http_->bind(); }

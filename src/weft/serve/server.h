@@ -29,6 +29,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,14 @@ class Server {
  private:
   struct Model;
   void add_routes();
+  // The routes' handlers, by what they answer (the list above).
+  net::Response list_models(const net::Request& req) const;
+  net::Response predict(const net::Request& req);
+  net::Response complete(const net::Request& req);
+  net::Response examples(const net::Request& req);
+  net::Response render_metrics(const net::Request& req) const;
+  // The model `name`d, or else the only one of the kind (a GPT or a classifier) the route serves.
+  Model& model_for(const std::optional<std::string>& name, bool gpt);
 
   ServeOptions options_;
   std::vector<std::unique_ptr<Model>> models_;
