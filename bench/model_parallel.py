@@ -7,6 +7,12 @@
 #
 #   python3 bench/model_parallel.py build/weft          (STEPS=100 by default)
 #
+# Given two binaries, it compares them instead on the data-parallel replicas of a split model: 4
+# ranks, 2 replicas of 2 pipeline stages (--parallel dp,pp and zero1,pp, 4 micro-batches), the
+# binaries in turn, RUNS=2 rounds (this machine is shared: the rounds show the spread):
+#
+#   python3 bench/model_parallel.py build/weft OTHER/weft
+#
 # These two cores are few: what matters is that each mode's cost is explained by what it
 # communicates and by its bubble, not that it is fast.
 import json
@@ -26,6 +32,13 @@ MODES = [
 ]
 
 
+MPI4 = ["mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none"]
+REPLICATED = [
+    ("dp,pp", ["--parallel", "dp,pp", "--pp", "2", "--grad-accum", "4"]),
+    ("zero1,pp", ["--parallel", "zero1,pp", "--pp", "2", "--grad-accum", "4"]),
+]
+
+
 def run(weft, launcher, flags):
     args = launcher + [weft, "train", "--model", "gpt", "--steps", STEPS, "--seed", "3", "--json"]
     args += flags if "--threads" in flags else flags + ["--threads", "1"]
@@ -33,7 +46,29 @@ def run(weft, launcher, flags):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def compare(binaries):
+    rounds = int(os.environ.get("RUNS", "2"))
+    print(f"GPT (weft train's default), {STEPS} steps of 16 sequences, seed 3, 4 ranks x 1 thread, "
+          f"{rounds} rounds of each binary in turn")
+    runs = {}
+    for _ in range(rounds):
+        for mode, flags in REPLICATED:
+            for weft in binaries:
+                runs.setdefault((mode, weft), []).append(run(weft, MPI4, flags))
+    print(f"{'mode':<10}{'binary':<28}{'tokens/s, each round':>24}{'ms/step':>10}{'val loss':>10}")
+    for mode, _ in REPLICATED:
+        for weft in binaries:
+            rs = runs[(mode, weft)]
+            rates = [r["train_tokens_per_s"] for r in rs]
+            ms = [1000 * r["batch_size"] * r["context"] / r["train_tokens_per_s"] for r in rs]
+            print(f"{mode:<10}{weft:<28}{' / '.join(f'{t:.0f}' for t in rates):>24}"
+                  f"{min(ms):>5.0f}-{max(ms):<4.0f}{rs[0]['val_loss']:>10.5f}")
+
+
 def main():
+    if len(sys.argv) > 2:
+        compare(sys.argv[1:])
+        return
     weft = sys.argv[1] if len(sys.argv) > 1 else "build/weft"
     print(f"GPT (weft train's default), {STEPS} steps of 16 sequences, seed 3")
     print(f"{'mode':<28}{'tokens/s':>10}{'val loss':>10}{'peak MB':>9}{'bytes/step':>12}{'waited':>8}{'bubble':>8}")

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "weft/autograd/grad_mode.h"
 #include "weft/core/random.h"
 #include "weft/dist/ddp.h"
 #include "weft/nn/linear.h"
@@ -104,6 +105,44 @@ TEST(DDP, AParameterWithoutAGradientOnSomeRanksGetsTheAverage) {
   const std::vector<float> got = model.sometimes->weight.grad().to_vector<float>();
   for (float g : got) EXPECT_FLOAT_EQ(g, 5.0f / static_cast<float>(size)) << "rank " << rank;
   for (float g : model.used->weight.grad().to_vector<float>()) EXPECT_FLOAT_EQ(g, 5.0f) << "rank " << rank;
+}
+
+// What a pipeline's replicas reduce after its flush (gradients summed outside backward's hooks)
+// and local SGD's parameters go through the same buckets, several of them here: every rank ends
+// with the average over the ranks, a parameter without a gradient on a rank counting as zeros.
+TEST(DDP, GradientsAlreadyInAndLocalSgdsParametersAreAveragedInBuckets) {
+  const int rank = group().rank(), size = group().size();
+  const double mean_rank = (size - 1) / 2.0;
+  for (bool transient : {false, true}) {
+    manual_seed(1);
+    std::shared_ptr<nn::Module> model = nn::make_mlp();
+    DistributedDataParallel ddp(*model, group(), {.bucket_bytes = 64 << 10, .overlap = true, .compress = std::nullopt,
+                                                  .transient_buckets = transient});
+    ASSERT_GT(ddp.buckets(), 2);
+    const std::vector<Tensor> params = model->parameters();
+    for (size_t k = 1; k < params.size(); ++k) params[k].set_grad(Tensor::full(params[k].shape(), rank + 10.0 * k));
+    if (rank == 0) params[0].set_grad(Tensor::full(params[0].shape(), 1));
+    ddp.reduce_gradients();
+    for (size_t k = 0; k < params.size(); ++k) {
+      const double expected = k == 0 ? 1.0 / size : mean_rank + 10.0 * k;
+      ASSERT_TRUE(params[k].grad().defined()) << k;
+      EXPECT_EQ(largest_difference(params[k].grad(), Tensor::full(params[k].shape(), expected)), 0)
+          << "parameter " << k << " transient " << transient << " rank " << rank;
+    }
+  }
+  manual_seed(1 + static_cast<uint64_t>(rank));
+  std::shared_ptr<nn::Module> model = nn::make_mlp();
+  LocalSGD local_sgd(*model, group(), 64 << 10);
+  manual_seed(1);
+  const std::shared_ptr<nn::Module> rank_0s = nn::make_mlp();
+  EXPECT_EQ(largest_difference(model->parameters(), rank_0s->parameters()), 0) << "rank " << rank;
+  {
+    NoGradGuard no_grad;
+    for (Tensor& p : model->parameters()) p.fill_(rank);
+  }
+  local_sgd.average_parameters();
+  for (const Tensor& p : model->parameters())
+    EXPECT_EQ(largest_difference(p, Tensor::full(p.shape(), mean_rank)), 0) << "rank " << rank;
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ TEST(ParallelPlan, TakesTheFirstDataParallelModeThatApplies) {
 }
 
 // Under pp 2 on 4 ranks each stage has 2 replicas, which average their gradients after the
-// pipeline's flush: replica r's gradients of r become 0.5 on both.
+// pipeline's flush (DDP's buckets, reduced after backward): replica r's gradients of r become 0.5
+// on both.
 TEST(ParallelPlan, APipelinesReplicasAverageTheirGradients) {
   if (group().size() != 4) GTEST_SKIP() << "needs 4 ranks";
   ParallelPlan plan(group(), {.pp = 2, .micro_batches = 2});
@@ -48,11 +49,15 @@ TEST(ParallelPlan, APipelinesReplicasAverageTheirGradients) {
   std::shared_ptr<nn::Module> model =
       plan.split(std::make_shared<nn::GPT>(nn::GPTConfig{.layers = 2, .heads = 2, .dim = 16, .context = 8, .vocab = 32}));
   plan.distribute(*model);
+  plan.start(*model);
   EXPECT_EQ(plan.replicas(), 2);
-  EXPECT_TRUE(contains(plan.describe(8, 4, false), "; a pipeline of 2 stages (gpipe, 2 micro-batches of 4)\n"));
+  const std::string described = plan.describe(8, 4, false);
+  EXPECT_TRUE(contains(described, "; a pipeline of 2 stages (gpipe, 2 micro-batches of 4); data parallel on 2 "
+                                  "data-parallel replicas")) << described;
+  EXPECT_TRUE(contains(described, " after backward")) << described;
   for (const Tensor& p : model->parameters())
     p.set_grad(Tensor::full(p.shape(), static_cast<double>(plan.replica()), p.dtype()));
-  plan.mode().after_pipeline_step(*model);
+  plan.mode().after_pipeline_step();
   for (const Tensor& p : model->parameters()) {
     const std::vector<float> grad = p.grad().to_vector<float>();
     EXPECT_EQ(*std::min_element(grad.begin(), grad.end()), 0.5f);

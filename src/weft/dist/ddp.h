@@ -11,24 +11,25 @@
 // Micro-batches before the last (prepare_backward(false)) are not synchronised (PyTorch's
 // no_sync): their gradients only accumulate locally.
 //
-// Buckets: reverse_order_buckets of bucket_bytes. A grad-ready hook copies each final gradient into its bucket's flat buffer;
-// when a bucket's last gradient is in, its all-reduce (avg) is issued asynchronously, so it runs
-// on the group's thread while backward goes on. Buckets are issued in bucket order only, the same
-// on every rank, as a group's collectives must be: a bucket that is ready waits for the ones
-// before it. After finish_backward each .grad is a view of its bucket, which the
-// next backward overwrites: drop the gradients (zero_grad) before it, as the trainer does. A parameter that got no gradient in this pass (on this rank) contributes zeros:
-// finish_backward() fills those in and issues what is left, so an unused parameter never stalls
-// its bucket, and its .grad becomes the average of what the other ranks had.
+// Buckets: the gradients go through GradientBuckets (dist/gradient_buckets.h), in
+// reverse_order_buckets of bucket_bytes, each bucket all-reduced (avg) on the group's thread as
+// soon as its last gradient is in, while backward goes on. After finish_backward each .grad is a
+// view of its bucket, which the next backward overwrites: drop the gradients (zero_grad) before
+// it, as the trainer does. A parameter that got no gradient in this pass (on this rank) contributes
+// zeros, and its .grad becomes the average of what the other ranks had.
 //
 // With overlap off every bucket is issued in finish_backward(), after backward: what overlap buys
 // is then measurable. With `compress` (bf16 or f16) each bucket travels in 16 bits, its sums taken
 // in f32 (ProcessGroup's compressed all_reduce): half the bytes, for a rounding of each gradient.
+//
+// A pipeline's replicas reduce their gradients, summed over the micro-batches outside backward's
+// hooks, with reduce_gradients() after the pipeline's flush: each bucket issued as it is packed.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "weft/core/hooks.h"
+#include "weft/dist/gradient_buckets.h"
 #include "weft/dist/process_group.h"
 #include "weft/nn/module.h"
 
@@ -48,24 +49,26 @@ class GradientSync {
   virtual void abandon_pass() = 0;
   // Whether `flag` holds on any rank (collective): how the ranks agree to redo a step.
   virtual bool on_any_rank(bool flag) = 0;
+  // The gradients already in the parameters' .grad (a pipeline's, summed over its micro-batches
+  // and between the tied table's stages, outside backward's hooks) reduced as a backward's are, as
+  // prepare_backward(true), a backward and finish_backward() would.
+  virtual void reduce_gradients() = 0;
 };
-
-// The parameters' indices cut into buckets of at most `bucket_bytes`, in reverse order (about the
-// order backward finishes their gradients), one dtype per bucket; the first is at most 1 MiB, so
-// that communication starts early in backward, and a parameter larger than a bucket is one alone.
-std::vector<std::vector<size_t>> reverse_order_buckets(const std::vector<Tensor>& params, int64_t bucket_bytes);
 
 struct DDPOptions {
   int64_t bucket_bytes = int64_t{25} << 20;
   bool overlap = true;
   std::optional<DType> compress;  // bf16 | f16 on the wire; none: the buckets' own dtype (bf16 and f16 as f32)
+  // Each bucket allocated when its first gradient comes and each gradient dropped once copied in,
+  // instead of buckets kept from step to step: beside the gradients a reduction then needs one
+  // bucket, not a second copy of them (a pipeline's replicas, as weft plan counts them).
+  bool transient_buckets = false;
 };
 
 class DistributedDataParallel : public GradientSync {
  public:
   // Broadcasts rank 0's parameters and buffers to every rank (blocking), then registers the hooks.
   DistributedDataParallel(nn::Module& model, ProcessGroup& group, DDPOptions options = {});
-  ~DistributedDataParallel() override;
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
@@ -73,36 +76,37 @@ class DistributedDataParallel : public GradientSync {
   void finish_backward() override;
   void abandon_pass() override;
   bool on_any_rank(bool flag) override;
+  void reduce_gradients() override;
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
   // The bytes a synchronised step hands the all-reduces: every bucket, in its wire format. A ring
   // all-reduce sends 2 (N - 1) / N of them from each rank.
-  int64_t all_reduced_bytes() const;
+  int64_t all_reduced_bytes() const { return buckets_.wire_bytes(); }
   // Buckets whose all-reduce was issued during the last backward, before finish_backward().
-  int64_t issued_during_backward() const { return issued_during_backward_; }
+  int64_t issued_during_backward() const { return buckets_.issued_before_finish(); }
 
  private:
-  struct Bucket {
-    std::vector<size_t> params;    // indices into params_
-    std::vector<int64_t> offsets;  // each one's first element in flat
-    Tensor flat;
-    int64_t pending = 0;           // gradients not yet copied in this pass
-    Work work;
-  };
-  void gradient_ready(size_t param);
-  void issue_ready_buckets();
+  // Each parameter's .grad made a view of its bucket's all-reduced buffer.
+  void take_bucket(size_t bucket, const Tensor& reduced);
 
   ProcessGroup& group_;
-  DDPOptions options_;
   std::vector<Tensor> params_;
-  std::vector<size_t> bucket_of_;  // per parameter
-  std::vector<bool> copied_;       // per parameter, this pass
-  std::vector<Bucket> buckets_;
-  size_t next_to_issue_ = 0;
-  bool armed_ = false;
+  GradientBuckets buckets_;
   bool synchronising_ = false;  // this micro-batch's gradients are all-reduced
-  int64_t issued_during_backward_ = 0;
-  std::vector<RemovableHandle> hooks_;
+};
+
+// Local SGD: every replica steps on its own gradients, from rank 0's parameters and buffers
+// (broadcast, blocking, on construction), and every so many steps the replicas average their
+// parameters: in buckets of `bucket_bytes`, each all-reduced while the next is packed.
+class LocalSGD {
+ public:
+  LocalSGD(nn::Module& model, ProcessGroup& group, int64_t bucket_bytes);
+  // Every parameter becomes its average over the ranks (collective).
+  void average_parameters();
+
+ private:
+  std::vector<Tensor> params_;
+  GradientBuckets buckets_;
 };
 
 }  // namespace weft::dist

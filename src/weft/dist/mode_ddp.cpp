@@ -1,4 +1,5 @@
-// DDP as the plan's data-parallel mode (dist/ddp.h): the buckets' all-reduce during backward.
+// DDP as the plan's data-parallel mode (dist/ddp.h): the buckets' all-reduce during backward, or
+// after a pipeline's flush for its replicas (transient buckets, as weft plan counts them).
 #include "weft/core/allocator.h"
 #include "weft/dist/parallel_plan.h"
 
@@ -15,14 +16,15 @@ class DDPMode : public DataParallelMode {
     const std::optional<DType> wire = options_.grad_compress.empty() ? std::nullopt
                                       : std::optional<DType>(options_.grad_compress == "bf16" ? DType::bf16 : DType::f16);
     ddp_.emplace(model, group_,
-                 DDPOptions{.bucket_bytes = options_.bucket_bytes, .overlap = options_.overlap, .compress = wire});
+                 DDPOptions{.bucket_bytes = options_.bucket_bytes, .overlap = options_.overlap, .compress = wire,
+                            .transient_buckets = options_.pp > 1});
   }
   GradientSync* sync() override { return &*ddp_; }
   int64_t all_reduced_bytes() const override { return ddp_->all_reduced_bytes(); }
   std::string describe(int64_t rank_batch) const override {
     return str("; data parallel on ", group_.size(), ranks_name_, ", ", rank_batch,
                " samples each, gradients all-reduced in ", ddp_->buckets(), " buckets",
-               options_.overlap ? " during backward" : " after backward", ", ",
+               options_.overlap && options_.pp == 1 ? " during backward" : " after backward", ", ",
                format_bytes(ddp_->all_reduced_bytes()), " per step",
                options_.grad_compress.empty() ? "" : str(" in ", options_.grad_compress));
   }

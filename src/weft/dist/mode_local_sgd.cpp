@@ -1,7 +1,6 @@
-// Local SGD (--sync-every K) as the plan's data-parallel mode: each replica steps on its own
-// gradients from rank 0's start, and the replicas average their parameters every K steps (and
-// before evaluating or saving).
-#include "weft/autograd/grad_mode.h"
+// Local SGD (--sync-every K, dist/ddp.h's LocalSGD) as the plan's data-parallel mode: each replica
+// steps on its own gradients from rank 0's start, and the replicas average their parameters every
+// K steps (and before evaluating or saving).
 #include "weft/dist/parallel_plan.h"
 
 namespace weft::dist {
@@ -10,18 +9,16 @@ namespace {
 
 class LocalSGDMode : public DataParallelMode {
  public:
-  explicit LocalSGDMode(const ModeContext& c) : group_(c.group), sync_every_(c.options.sync_every) {}
+  explicit LocalSGDMode(const ModeContext& c)
+      : group_(c.group), sync_every_(c.options.sync_every), bucket_bytes_(c.options.bucket_bytes) {}
 
-  void start(nn::Module& model) override {
-    NoGradGuard no_grad;
-    for (Tensor& p : model.parameters()) group_.broadcast(p, 0);
-    for (auto& [name, buffer] : model.named_buffers()) group_.broadcast(buffer, 0);
+  // Rank 0's parameters and buffers to every replica.
+  void start(nn::Module& model) override { local_sgd_.emplace(model, group_, bucket_bytes_); }
+  void after_step(int64_t steps) override {
+    if (steps % sync_every_ == 0) local_sgd_->average_parameters();
   }
-  void after_step(nn::Module& model, int64_t steps) override {
-    if (steps % sync_every_ == 0) average(model);
-  }
-  void before_saving(nn::Module& model, int64_t steps) override {
-    if (steps % sync_every_ != 0) average(model);
+  void before_saving(int64_t steps) override {
+    if (steps % sync_every_ != 0) local_sgd_->average_parameters();
   }
   std::string describe(int64_t rank_batch) const override {
     return str("; local SGD on ", group_.size(), " ranks, ", rank_batch, " samples each, parameters averaged every ",
@@ -29,13 +26,9 @@ class LocalSGDMode : public DataParallelMode {
   }
 
  private:
-  void average(nn::Module& model) {
-    NoGradGuard no_grad;
-    for (Tensor& p : model.parameters()) group_.all_reduce(p, ReduceOp::avg);
-  }
-
   ProcessGroup& group_;
-  int64_t sync_every_;
+  int64_t sync_every_, bucket_bytes_;
+  std::optional<LocalSGD> local_sgd_;
 };
 
 }  // namespace

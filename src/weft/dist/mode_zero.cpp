@@ -17,7 +17,6 @@ class ZeroMode : public DataParallelMode {
         ranks_name_(c.ranks_name) {}
 
   GradientSync* sync() override { return &zero_; }
-  void after_pipeline_step(nn::Module&) override { zero_.reduce_gradients(); }
   std::vector<Tensor> shard(std::vector<Tensor> per_param, DType dtype) const override {
     return zero_.shard(per_param, dtype);
   }

@@ -12,7 +12,6 @@ namespace weft::dist {
 // The data-parallel modes, each made in its own file; the first whose `applies` holds is the plan's.
 std::unique_ptr<DataParallelMode> make_zero_mode(const ModeContext& context);
 std::unique_ptr<DataParallelMode> make_local_sgd_mode(const ModeContext& context);
-std::unique_ptr<DataParallelMode> make_pipeline_replicas_mode(const ModeContext& context);
 std::unique_ptr<DataParallelMode> make_ddp_mode(const ModeContext& context);
 
 namespace {
@@ -24,7 +23,6 @@ struct ModeEntry {
 constexpr ModeEntry kModes[] = {
     {[](const ParallelOptions& o, int) { return o.zero_stage > 0; }, make_zero_mode},
     {[](const ParallelOptions& o, int replicas) { return replicas > 1 && o.sync_every > 1; }, make_local_sgd_mode},
-    {[](const ParallelOptions& o, int replicas) { return replicas > 1 && o.pp > 1; }, make_pipeline_replicas_mode},
     {[](const ParallelOptions&, int replicas) { return replicas > 1; }, make_ddp_mode},
 };
 
@@ -99,10 +97,10 @@ ForwardBackward ParallelPlan::forward_backward(PlainForwardBackward plain, nn::M
       return plain(model, loss_, batch, norm, mode_->sync());
     };
   // The replicas average their gradients after the pipeline's flush, as Megatron's DDP does.
-  return [this, &model, &optimizer, low_precision](const data::Batch& batch, optim::BackwardGradNorm*) {
+  return [this, &optimizer, low_precision](const data::Batch& batch, optim::BackwardGradNorm*) {
     const PipelineTally t = pipeline_step(*stage_, *groups_.pp, options_.pp_schedule, optimizer, batch,
                                           options_.micro_batches, low_precision, loss_);
-    mode_->after_pipeline_step(model);
+    mode_->after_pipeline_step();
     pipeline_idle_ += t.pipeline.idle_seconds;
     pipeline_busy_ += t.pipeline.seconds;
     return t.tally;

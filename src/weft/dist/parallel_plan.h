@@ -21,10 +21,11 @@
 //   plan.start(*model);                                // DDP's broadcast and hooks, local SGD's broadcast
 //   ForwardBackward step = plan.forward_backward(accumulate, *model, *optimizer, low_precision);
 //   each step: step(batch, norm); clip to plan.grad_norm(*model, norm); optimizer step;
-//              plan.mode().after_update(); plan.mode().after_step(*model, steps_taken)
+//              plan.mode().after_update(); plan.mode().after_step(steps_taken)
 //
 // The data-parallel mode is looked up in one table (parallel_plan.cpp): each entry says when it
-// applies and how it is made, and lives in its own file (dist/mode_*.cpp). Where none applies (one
+// applies and how it is made, and lives in its own file (dist/mode_*.cpp); all of them reduce
+// through dist/gradient_buckets.h. Where none applies (one
 // process, a split model without replicas) the base DataParallelMode, which does nothing, is the
 // mode.
 #pragma once
@@ -65,7 +66,7 @@ struct ParallelOptions {
 };
 
 // How the replicas of a model keep their gradients (or parameters) alike: none without replicas,
-// DDP, ZeRO, local SGD, the pipeline's replicas. Every method is called on every rank in the same
+// DDP (a pipeline's replicas too), ZeRO, local SGD. Every method is called on every rank in the same
 // order; collective ones are said so by their mode.
 class DataParallelMode {
  public:
@@ -74,8 +75,11 @@ class DataParallelMode {
   virtual void start(nn::Module&) {}
   // Told around each micro-batch's backward of the plain step; nullptr: nothing to tell.
   virtual GradientSync* sync() { return nullptr; }
-  // After a pipeline's flush: the gradients the optimizer reads become the replicas' average.
-  virtual void after_pipeline_step(nn::Module&) {}
+  // After a pipeline's flush: the gradients the optimizer reads become the replicas' average
+  // (the synchronisation's reduce_gradients).
+  virtual void after_pipeline_step() {
+    if (GradientSync* gradients = sync()) gradients->reduce_gradients();
+  }
   // A per-parameter list (the masters of --master-weights) cut as the optimizer's parameters are.
   virtual std::vector<Tensor> shard(std::vector<Tensor> per_param, DType) const { return per_param; }
   // What the optimizer updates: the model's parameters, or this rank's shards of them.
@@ -89,8 +93,8 @@ class DataParallelMode {
   // After the optimizer's update, in its phase.
   virtual void after_update() {}
   // After `steps` steps; and before evaluating or saving after `steps`.
-  virtual void after_step(nn::Module&, int64_t /*steps*/) {}
-  virtual void before_saving(nn::Module&, int64_t /*steps*/) {}
+  virtual void after_step(int64_t /*steps*/) {}
+  virtual void before_saving(int64_t /*steps*/) {}
   // The optimizer's state in and out of a checkpoint, from one process's (`whole`).
   virtual OptimizerStateIO optimizer_io(OptimizerStateIO whole, optim::Optimizer&, const std::vector<std::string>&,
                                         const std::string& /*resume_dir*/) {

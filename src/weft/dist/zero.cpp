@@ -15,8 +15,6 @@ namespace {
 
 constexpr int64_t kAlign = 16;  // elements: each parameter and each shard starts on a whole vector
 
-int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
 // Stage 3's layers: the children with parameters of the outermost Sequentials, in forward order.
 void find_layers(nn::Module& module, std::vector<nn::Module*>& layers) {
   for (auto& [name, child] : module.named_children()) {
@@ -26,6 +24,40 @@ void find_layers(nn::Module& module, std::vector<nn::Module*>& layers) {
       find_layers(*child, layers);
     }
   }
+}
+
+// The parameters' indices per bucket: stages 1 and 2 as DDP's; stage 3 one bucket per layer, the
+// last layer first (backward's order), then the parameters in none.
+std::vector<std::vector<size_t>> zero_buckets(nn::Module& model, const std::vector<Tensor>& params,
+                                              const ZeroOptions& options) {
+  WEFT_CHECK(options.stage >= 1 && options.stage <= 3, ValueError, "ZeRO: stage must be 1, 2 or 3, got ",
+             options.stage);
+  if (options.stage < 3) return reverse_order_buckets(params, options.bucket_bytes);
+  std::vector<std::vector<size_t>> members;
+  std::map<const TensorImpl*, size_t> index_of;
+  for (size_t k = 0; k < params.size(); ++k) index_of[params[k].impl()] = k;
+  std::vector<nn::Module*> layers;
+  find_layers(model, layers);
+  std::vector<bool> placed(params.size(), false);
+  for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+    std::vector<size_t>& m = members.emplace_back();
+    for (const Tensor& p : (*layer)->parameters()) {
+      const size_t k = index_of.at(p.impl());
+      if (!placed[k]) m.push_back(k);
+      placed[k] = true;
+    }
+    if (m.empty()) members.pop_back();
+  }
+  std::vector<size_t>& rest = members.emplace_back();
+  for (size_t k = 0; k < params.size(); ++k)
+    if (!placed[k]) rest.push_back(k);
+  if (rest.empty()) members.pop_back();
+  for (const std::vector<size_t>& m : members)
+    for (size_t k : m)
+      WEFT_CHECK(params[k].dtype() == params[m.front()].dtype(), DTypeError,
+                 "ZeRO: parameters of one layer in different dtypes (", dtype_name(params[m.front()].dtype()), ", ",
+                 dtype_name(params[k].dtype()), ")");
+  return members;
 }
 
 // Makes `param` a view of `storage` at element `offset`, as Module::to re-points a converted one.
@@ -39,96 +71,59 @@ void point_into(const Tensor& param, const Storage& storage, int64_t offset) {
 }  // namespace
 
 ZeroDataParallel::ZeroDataParallel(nn::Module& model, ProcessGroup& group, ZeroOptions options)
-    : group_(group), options_(options), params_(model.parameters()) {
-  WEFT_CHECK(options_.stage >= 1 && options_.stage <= 3, ValueError, "ZeRO: stage must be 1, 2 or 3, got ",
-             options_.stage);
+    : group_(group),
+      options_(options),
+      params_(model.parameters()),
+      buckets_(params_, zero_buckets(model, params_, options), group,
+               {.collective = options.stage == 1 ? BucketCollective::all_reduce : BucketCollective::reduce_scatter,
+                .overlap = options.overlap,
+                .drop_gradients = true,
+                .align = kAlign,
+                .pad_to = kAlign * group.size(),
+                // Stage 1 reduces once a step and keeps its buffers; 2 and 3 hold one only while reduced.
+                .keep_buffers = options.stage == 1,
+                // Stage 3 frees a layer's gathered parameters once its gradients are in.
+                .filled = options.stage == 3 ? std::function<void(size_t)>([this](size_t k) { release(k); })
+                                             : std::function<void(size_t)>()}) {
   NoGradGuard no_grad;
   for (auto& [name, buffer] : model.named_buffers()) group_.broadcast(buffer, 0);
-  lay_out(model);
-  copied_.assign(params_.size(), false);
-  for (size_t k = 0; k < params_.size(); ++k)
-    hooks_.push_back(params_[k].register_grad_ready_hook([this, k](const Tensor&) { gradient_ready(k); }));
+  lay_out();
   if (options_.stage == 3) add_layer_hooks(model);
 }
 
 ZeroDataParallel::~ZeroDataParallel() {
-  for (Bucket& b : buckets_) {
-    try {
-      b.work.wait();
-    } catch (const Error&) {  // a failed reduction was reported by finish_backward already
-    }
-  }
   for (RemovableHandle& hook : hooks_) hook.remove();
 }
 
-Tensor ZeroDataParallel::flat(const Bucket& b) const {
+Tensor ZeroDataParallel::flat(size_t bucket) const {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = b.storage;
-  impl->shape = {b.numel};
+  impl->storage = flat_params_[bucket].storage;
+  impl->shape = {buckets_.numel(bucket)};
   impl->strides = {1};
-  impl->dtype = b.dtype;
+  impl->dtype = buckets_.dtype(bucket);
   return Tensor(std::move(impl));
 }
 
-void ZeroDataParallel::lay_out(nn::Module& model) {
-  const int ranks = group_.size(), rank = group_.rank();
-  std::vector<std::vector<size_t>> members;
-  if (options_.stage < 3) {
-    members = reverse_order_buckets(params_, options_.bucket_bytes);
-  } else {
-    // One bucket per layer, the last layer first (backward's order), then the parameters in none.
-    std::map<const TensorImpl*, size_t> index_of;
-    for (size_t k = 0; k < params_.size(); ++k) index_of[params_[k].impl()] = k;
-    std::vector<nn::Module*> layers;
-    find_layers(model, layers);
-    std::vector<bool> placed(params_.size(), false);
-    for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
-      std::vector<size_t>& m = members.emplace_back();
-      for (const Tensor& p : (*layer)->parameters()) {
-        const size_t k = index_of.at(p.impl());
-        if (!placed[k]) m.push_back(k);
-        placed[k] = true;
-      }
-      if (m.empty()) members.pop_back();
-    }
-    std::vector<size_t>& rest = members.emplace_back();
-    for (size_t k = 0; k < params_.size(); ++k)
-      if (!placed[k]) rest.push_back(k);
-    if (rest.empty()) members.pop_back();
-  }
-  bucket_of_.resize(params_.size());
-  for (const std::vector<size_t>& m : members) {
-    Bucket& b = buckets_.emplace_back();
-    b.dtype = params_[m.front()].dtype();
-    for (size_t k : m) {
-      WEFT_CHECK(params_[k].dtype() == b.dtype, DTypeError, "ZeRO: parameters of one layer in different dtypes (",
-                 dtype_name(b.dtype), ", ", dtype_name(params_[k].dtype()), ")");
-      b.params.push_back(k);
-      b.offsets.push_back(b.numel);
-      b.numel += round_up(params_[k].numel(), kAlign);
-      bucket_of_[k] = buckets_.size() - 1;
-    }
-    b.numel = round_up(b.numel, kAlign * ranks);
-  }
+void ZeroDataParallel::lay_out() {
+  const int rank = group_.rank();
   // Each bucket's parameters copied into its flat buffer (rank 0's everywhere), the parameters
   // made views of it, and the rank's shard cut; stage 3 then keeps the shard only.
-  for (Bucket& b : buckets_) {
-    Tensor whole = Tensor::zeros({b.numel}, b.dtype);
-    for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      const Tensor& p = params_[b.params[slot]];
-      whole.narrow(0, b.offsets[slot], p.numel()).copy_(p.reshape({p.numel()}));
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Tensor whole = Tensor::zeros({buckets_.numel(k)}, buckets_.dtype(k));
+    for (size_t param : buckets_.params(k)) {
+      const Tensor& p = params_[param];
+      whole.narrow(0, buckets_.offset(param), p.numel()).copy_(p.reshape({p.numel()}));
     }
     group_.broadcast(whole, 0);
-    b.storage = whole.storage();
-    for (size_t slot = 0; slot < b.params.size(); ++slot) point_into(params_[b.params[slot]], b.storage, b.offsets[slot]);
-    const int64_t n = shard_numel(b);
+    const Storage& storage = flat_params_.emplace_back(FlatParameters{.storage = whole.storage()}).storage;
+    for (size_t param : buckets_.params(k)) point_into(params_[param], storage, buckets_.offset(param));
+    const int64_t n = shard_numel(k);
     if (options_.stage < 3) {
       shards_.push_back(whole.narrow(0, rank * n, n));
     } else {
-      shards_.push_back(Tensor::empty({n}, b.dtype).copy_(whole.narrow(0, rank * n, n)));
-      b.storage.resize_(0);
+      shards_.push_back(Tensor::empty({n}, buckets_.dtype(k)).copy_(whole.narrow(0, rank * n, n)));
+      flat_params_.back().storage.resize_(0);
     }
-    if (options_.stage == 1) b.grad_flat = Tensor::zeros({b.numel}, b.dtype);
   }
 }
 
@@ -170,18 +165,18 @@ void ZeroDataParallel::add_layer_hooks(nn::Module& model) {
 }
 
 void ZeroDataParallel::gather(size_t k) {
-  Bucket& b = buckets_[k];
-  if (b.gathered++ > 0) return;
+  FlatParameters& f = flat_params_[k];
+  if (f.gathered++ > 0) return;
   NoGradGuard no_grad;
-  b.storage.resize_(static_cast<size_t>(b.numel) * dtype_size(b.dtype));
-  Tensor whole = flat(b);
+  f.storage.resize_(static_cast<size_t>(buckets_.numel(k)) * dtype_size(buckets_.dtype(k)));
+  Tensor whole = flat(k);
   group_.all_gather(shards_[k], whole);
 }
 
 void ZeroDataParallel::release(size_t k) {
-  Bucket& b = buckets_[k];
-  if (b.gathered == 0 || --b.gathered > 0) return;
-  b.storage.resize_(0);
+  FlatParameters& f = flat_params_[k];
+  if (f.gathered == 0 || --f.gathered > 0) return;
+  f.storage.resize_(0);
 }
 
 std::vector<Tensor> ZeroDataParallel::shard(const std::vector<Tensor>& per_param, DType dtype) const {
@@ -189,18 +184,19 @@ std::vector<Tensor> ZeroDataParallel::shard(const std::vector<Tensor>& per_param
              params_.size(), " parameters");
   NoGradGuard no_grad;
   std::vector<Tensor> out;
-  for (const Bucket& b : buckets_) {
-    const int64_t n = shard_numel(b), begin = group_.rank() * n;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const int64_t n = shard_numel(k), begin = group_.rank() * n;
     Tensor piece = Tensor::zeros({n}, dtype);
-    for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      const Tensor& t = per_param[b.params[slot]];
-      const Tensor& p = params_[b.params[slot]];
-      WEFT_CHECK(t.defined() && t.shape() == p.shape(), ShapeError, "ZeRO: tensor for parameter ", b.params[slot],
+    for (size_t param : buckets_.params(k)) {
+      const Tensor& t = per_param[param];
+      const Tensor& p = params_[param];
+      WEFT_CHECK(t.defined() && t.shape() == p.shape(), ShapeError, "ZeRO: tensor for parameter ", param,
                  " must have its shape ", shape_str(p.shape()), ", got ",
                  t.defined() ? shape_str(t.shape()) : std::string("none"));
       // The part of [offset, offset + numel) that falls in [begin, begin + n).
-      const int64_t lo = std::max(begin, b.offsets[slot]), hi = std::min(begin + n, b.offsets[slot] + p.numel());
-      if (lo < hi) piece.narrow(0, lo - begin, hi - lo).copy_(t.reshape({t.numel()}).narrow(0, lo - b.offsets[slot], hi - lo));
+      const int64_t offset = buckets_.offset(param);
+      const int64_t lo = std::max(begin, offset), hi = std::min(begin + n, offset + p.numel());
+      if (lo < hi) piece.narrow(0, lo - begin, hi - lo).copy_(t.reshape({t.numel()}).narrow(0, lo - offset, hi - lo));
     }
     out.push_back(piece);
   }
@@ -210,78 +206,30 @@ std::vector<Tensor> ZeroDataParallel::shard(const std::vector<Tensor>& per_param
 void ZeroDataParallel::prepare_backward(bool last_micro_batch) {
   // Stage 1 keeps whole gradients, so only the step's last micro-batch need be reduced; 2 and 3
   // keep none, so every micro-batch's are.
-  armed_ = last_micro_batch || options_.stage > 1;
-  if (!armed_) return;
-  for (Bucket& b : buckets_) b.pending = static_cast<int64_t>(b.params.size());
-  std::fill(copied_.begin(), copied_.end(), false);
-  next_to_issue_ = 0;
+  if (last_micro_batch || options_.stage > 1) buckets_.arm();
 }
 
-void ZeroDataParallel::gradient_ready(size_t k) {
-  if (!armed_ || copied_[k]) return;
-  const Tensor& p = params_[k];
-  if (!p.grad().defined()) return;
-  Bucket& b = buckets_[bucket_of_[k]];
-  NoGradGuard no_grad;
-  if (!b.grad_flat.defined()) b.grad_flat = Tensor::zeros({b.numel}, b.dtype);
-  const size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
-  b.grad_flat.narrow(0, b.offsets[slot], p.numel()).copy_(p.grad().reshape({p.numel()}));
-  p.set_grad(Tensor());
-  copied_[k] = true;
-  if (--b.pending == 0 && options_.stage == 3) release(bucket_of_[k]);
-  if (options_.overlap) issue_ready_buckets();
-}
-
-void ZeroDataParallel::issue_ready_buckets() {
-  while (next_to_issue_ < buckets_.size() && buckets_[next_to_issue_].pending == 0) {
-    Bucket& b = buckets_[next_to_issue_++];
-    if (options_.stage == 1) {
-      b.work = group_.all_reduce_async(b.grad_flat, ReduceOp::avg);
-    } else {
-      b.reduced = Tensor::empty({shard_numel(b)}, b.dtype);
-      b.work = group_.reduce_scatter_async(b.grad_flat, b.reduced, ReduceOp::avg);
-    }
+void ZeroDataParallel::take_bucket(size_t k, const Tensor& reduced) {
+  const Tensor& shard = shards_[k];
+  if (options_.stage == 1) {
+    shard.set_grad(reduced.narrow(0, group_.rank() * shard_numel(k), shard_numel(k)));
+  } else if (!shard.grad().defined()) {
+    shard.set_grad(reduced);
+  } else {
+    Tensor sum = shard.grad();
+    cpu::add_(sum, reduced);
   }
 }
 
 void ZeroDataParallel::finish_backward() {
-  if (!armed_) return;
-  armed_ = false;
-  NoGradGuard no_grad;
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    Bucket& b = buckets_[k];
-    for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      if (copied_[b.params[slot]]) continue;
-      if (!b.grad_flat.defined()) b.grad_flat = Tensor::zeros({b.numel}, b.dtype);
-      b.grad_flat.narrow(0, b.offsets[slot], params_[b.params[slot]].numel()).zero_();
-      if (--b.pending == 0 && options_.stage == 3) release(k);
-    }
-  }
-  issue_ready_buckets();
-  const int64_t rank = group_.rank();
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    Bucket& b = buckets_[k];
-    b.work.wait();
-    const Tensor& shard = shards_[k];
-    if (options_.stage == 1) {
-      shard.set_grad(b.grad_flat.narrow(0, rank * shard_numel(b), shard_numel(b)));
-      continue;
-    }
-    b.grad_flat = Tensor();
-    if (!shard.grad().defined()) {
-      shard.set_grad(b.reduced);
-    } else {
-      Tensor sum = shard.grad();
-      cpu::add_(sum, b.reduced);
-    }
-    b.reduced = Tensor();
-  }
+  if (!buckets_.armed()) return;
+  buckets_.finish([this](size_t k, const Tensor& reduced) { take_bucket(k, reduced); });
 }
 
 void ZeroDataParallel::abandon_pass() {
   WEFT_CHECK(options_.stage == 1, ValueError, "ZeRO-", options_.stage,
              ": a pass that failed on one rank cannot be abandoned (--auto-batch works with ddp and zero1)");
-  if (!armed_) prepare_backward(true);
+  if (!buckets_.armed()) prepare_backward(true);
   finish_backward();
 }
 
@@ -293,7 +241,7 @@ void ZeroDataParallel::finish_step() {
   std::vector<Tensor> wholes;
   std::vector<Work> works;
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    wholes.push_back(flat(buckets_[k]));
+    wholes.push_back(flat(k));
     works.push_back(group_.all_gather_async(shards_[k], wholes.back()));
   }
   for (Work& w : works) w.wait();
@@ -301,15 +249,13 @@ void ZeroDataParallel::finish_step() {
 
 void ZeroDataParallel::reduce_gradients() {
   WEFT_CHECK(options_.stage == 1, ValueError, "ZeRO-", options_.stage, ": reduces gradients during backward only");
-  prepare_backward(true);
-  for (size_t k = params_.size(); k-- > 0;) gradient_ready(k);  // the buckets' order: the last parameters first
-  finish_backward();
+  buckets_.reduce_gradients([this](size_t k, const Tensor& reduced) { take_bucket(k, reduced); });
 }
 
 std::vector<double> ZeroDataParallel::grad_squares() const {
   std::vector<double> squares(params_.size(), 0.0);
   for (const Piece& piece : pieces(group_.rank())) {
-    const Tensor& shard = shards_[bucket_of_[piece.param]];
+    const Tensor& shard = shards_[buckets_.bucket_of(piece.param)];
     if (!shard.grad().defined()) continue;
     const double norm = optim::tensors_norm({shard.grad().narrow(0, offset_in_shard(piece), piece.length)});
     squares[piece.param] = norm * norm;
@@ -336,29 +282,27 @@ void ZeroDataParallel::release_parameters() {
   if (options_.stage < 3) return;
   NoGradGuard no_grad;
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    const int64_t n = shard_numel(buckets_[k]);
-    Tensor(shards_[k]).copy_(flat(buckets_[k]).narrow(0, group_.rank() * n, n));
+    const int64_t n = shard_numel(k);
+    Tensor(shards_[k]).copy_(flat(k).narrow(0, group_.rank() * n, n));
     release(k);
   }
 }
 
 std::vector<ZeroDataParallel::Piece> ZeroDataParallel::pieces(int rank) const {
   std::vector<Piece> out;
-  for (const Bucket& b : buckets_) {
-    const int64_t n = shard_numel(b), begin = rank * n;
-    for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      const int64_t lo = std::max(begin, b.offsets[slot]);
-      const int64_t hi = std::min(begin + n, b.offsets[slot] + params_[b.params[slot]].numel());
-      if (lo < hi) out.push_back({b.params[slot], lo - b.offsets[slot], hi - lo});
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const int64_t n = shard_numel(k), begin = rank * n;
+    for (size_t param : buckets_.params(k)) {
+      const int64_t offset = buckets_.offset(param);
+      const int64_t lo = std::max(begin, offset), hi = std::min(begin + n, offset + params_[param].numel());
+      if (lo < hi) out.push_back({param, lo - offset, hi - lo});
     }
   }
   return out;
 }
 
 int64_t ZeroDataParallel::offset_in_shard(const Piece& piece) const {
-  const Bucket& b = buckets_[bucket_of_[piece.param]];
-  const size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), piece.param) - b.params.begin());
-  return b.offsets[slot] + piece.begin - group_.rank() * shard_numel(b);
+  return buckets_.offset(piece.param) + piece.begin - group_.rank() * shard_numel(buckets_.bucket_of(piece.param));
 }
 
 std::map<std::string, Tensor> ZeroDataParallel::local_state(const optim::Optimizer& optimizer,
@@ -368,7 +312,7 @@ std::map<std::string, Tensor> ZeroDataParallel::local_state(const optim::Optimiz
   NoGradGuard no_grad;
   std::map<std::string, Tensor> out;
   for (const Piece& piece : pieces(group_.rank())) {
-    const size_t k = bucket_of_[piece.param];
+    const size_t k = buckets_.bucket_of(piece.param);
     const int64_t at = offset_in_shard(piece);
     const std::string& name = param_names[piece.param];
     out[name] = shards_[k].narrow(0, at, piece.length).clone();
@@ -386,18 +330,17 @@ std::map<std::string, Tensor> ZeroDataParallel::gather_state(const optim::Optimi
   NoGradGuard no_grad;
   std::map<std::string, Tensor> out;
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    const Bucket& b = buckets_[k];
     const int64_t step = optimizer.step_count(k);
     if (step == 0) continue;
     for (const auto& [field, shard] : optimizer.state(k)) {
-      Tensor whole = Tensor::empty({b.numel}, shard.dtype());
+      Tensor whole = Tensor::empty({buckets_.numel(k)}, shard.dtype());
       group_.all_gather(shard, whole);
-      for (size_t slot = 0; slot < b.params.size(); ++slot) {
-        const Tensor& p = params_[b.params[slot]];
-        out[param_names[b.params[slot]] + "." + field] = whole.narrow(0, b.offsets[slot], p.numel()).reshape(p.shape()).clone();
+      for (size_t param : buckets_.params(k)) {
+        const Tensor& p = params_[param];
+        out[param_names[param] + "." + field] = whole.narrow(0, buckets_.offset(param), p.numel()).reshape(p.shape()).clone();
       }
     }
-    for (size_t index : b.params)
+    for (size_t index : buckets_.params(k))
       out[param_names[index] + ".step"] = Tensor::scalar(static_cast<double>(step), DType::i64);
   }
   return out;
@@ -421,14 +364,14 @@ void ZeroDataParallel::load_full_state_dict(optim::Optimizer& optimizer, const s
   }
   // Per bucket: the step every parameter of it must share, then its shard of each buffer.
   std::vector<int64_t> steps;
-  for (const Bucket& b : buckets_) {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
     std::set<int64_t> seen;
-    for (size_t index : b.params) {
+    for (size_t index : buckets_.params(k)) {
       auto it = dict.find(param_names[index] + ".step");
       seen.insert(it == dict.end() ? 0 : static_cast<int64_t>(it->second.item()));
     }
     WEFT_CHECK(seen.size() == 1, ValueError, optimizer.name(), ": load_state_dict: the parameters sharded together "
-               "(from '", param_names[b.params.front()], "') are at different steps; ZeRO steps them together");
+               "(from '", param_names[buckets_.params(k).front()], "') are at different steps; ZeRO steps them together");
     steps.push_back(*seen.begin());
   }
   std::vector<optim::NamedTensors> buffers(buckets_.size());

@@ -32,12 +32,14 @@
 // gradients are in. Activation checkpointing recomputes a block through the same hooks. Gathers
 // are blocking (no prefetch of the next layer).
 //
-// Gradients. A grad-ready hook copies each final gradient into its bucket's flat gradient buffer
-// and drops the parameter's .grad at once, so no full gradient outlives its copy; a bucket whose
-// last gradient is in is reduced (averaged) asynchronously on the group's thread, in bucket order,
-// as DDP's are. Stage 1 all-reduces only the last micro-batch of --grad-accum (no_sync before);
-// stages 2 and 3 reduce-scatter every micro-batch and add the shards, so that no rank ever holds
-// a full gradient for longer than a bucket. A parameter without a gradient in a pass adds zeros.
+// Gradients go through GradientBuckets (dist/gradient_buckets.h), laid out as the parameters
+// are: a grad-ready hook copies each final gradient into its bucket's flat gradient buffer and
+// drops the parameter's .grad at once, so no full gradient outlives its copy; a bucket whose last
+// gradient is in is reduced (averaged) asynchronously on the group's thread, in bucket order, as
+// DDP's are: all-reduced under stage 1, reduce-scattered to each rank's shard under 2 and 3.
+// Stage 1 all-reduces only the last micro-batch of --grad-accum (no_sync before); stages 2 and 3
+// reduce-scatter every micro-batch and add the shards, so that no rank ever holds a full gradient
+// for longer than a bucket. A parameter without a gradient in a pass adds zeros.
 //
 // Bytes per rank for Psi parameters (model states: parameters, gradients, optimizer states),
 // Adam over f32 parameters (4 + 4 + 8), and with master weights (2 + 2 + 12, the paper's):
@@ -56,6 +58,7 @@
 
 #include "weft/core/hooks.h"
 #include "weft/dist/ddp.h"
+#include "weft/dist/gradient_buckets.h"
 #include "weft/dist/process_group.h"
 #include "weft/nn/module.h"
 #include "weft/optim/optimizer.h"
@@ -99,10 +102,9 @@ class ZeroDataParallel : public GradientSync {
   // the rank holds none of it). Local: the pieces' squares summed over the ranks are the
   // parameter's (a model split by tensor or pipeline parallelism weighs them, train/split_model.h).
   std::vector<double> grad_squares() const;
-  // Stage 1: the gradients already in the parameters' .grad (a pipeline's, summed over its
-  // micro-batches and between the tied table's stages, outside backward's hooks) reduced as a
-  // backward's are, as prepare_backward(true), a backward and finish_backward() would.
-  void reduce_gradients();
+  // Stage 1 only (stages 2 and 3 drop each gradient as backward finishes it): ValueError for the
+  // others.
+  void reduce_gradients() override;
 
   // Each rank takes its shards of one process's optimizer state (Optimizer::state_dict keyed by
   // `param_names`, one per model parameter) into `optimizer`, built over shards(). Local. A bucket
@@ -138,38 +140,31 @@ class ZeroDataParallel : public GradientSync {
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:
-  struct Bucket {
-    std::vector<size_t> params;    // indices into params_
-    std::vector<int64_t> offsets;  // each one's first element in the flat buffer
-    int64_t numel = 0;             // of the flat buffer: a multiple of 16 * ranks
-    DType dtype = DType::f32;
-    Storage storage;               // the flat parameters (stage 3: bytes only while gathered)
-    Tensor grad_flat;              // the pass's gradients (stage 1: kept; 2, 3: while reduced)
-    Tensor reduced;                // stages 2, 3: this rank's share of the reduction
-    int64_t pending = 0;           // gradients not yet copied in this pass
-    int64_t gathered = 0;          // stage 3: reasons to keep the bytes (0: freed)
-    Work work;
+  // A bucket's flat parameters: their bytes (stage 3: only while gathered) and, under stage 3, the
+  // reasons to keep them gathered (0: freed).
+  struct FlatParameters {
+    Storage storage;
+    int64_t gathered = 0;
   };
-  int64_t shard_numel(const Bucket& b) const { return b.numel / group_.size(); }
+  // Of a bucket's buffer, whose elements are a multiple of 16 * ranks.
+  int64_t shard_numel(size_t bucket) const { return buckets_.numel(bucket) / group_.size(); }
   // Where `piece` (of this rank) starts in its bucket's shard.
   int64_t offset_in_shard(const Piece& piece) const;
-  Tensor flat(const Bucket& b) const;  // the whole buffer, as a 1-D tensor
-  void lay_out(nn::Module& model);
+  Tensor flat(size_t bucket) const;  // the whole buffer, as a 1-D tensor
+  void lay_out();
   void add_layer_hooks(nn::Module& model);
   void gather(size_t bucket);   // stage 3
   void release(size_t bucket);  // stage 3
-  void gradient_ready(size_t param);
-  void issue_ready_buckets();
+  // The bucket's reduced gradients (stage 1: the whole buffer; 2, 3: this rank's shard of it) into
+  // its shard's .grad.
+  void take_bucket(size_t bucket, const Tensor& reduced);
 
   ProcessGroup& group_;
   ZeroOptions options_;
   std::vector<Tensor> params_;
-  std::vector<size_t> bucket_of_;  // per parameter
-  std::vector<bool> copied_;       // per parameter, this pass
-  std::vector<Bucket> buckets_;
-  std::vector<Tensor> shards_;     // per bucket
-  size_t next_to_issue_ = 0;
-  bool armed_ = false;
+  GradientBuckets buckets_;
+  std::vector<FlatParameters> flat_params_;  // per bucket
+  std::vector<Tensor> shards_;               // per bucket
   std::vector<RemovableHandle> hooks_;
 };
 

@@ -83,9 +83,9 @@ StagePlan plan_stage(const ModelDescription& share, const PlanRequest& r, const 
   out.grads_bytes = state_bytes(per.grads, 1, 2);
   out.params_bytes = state_bytes(per.params, 1, 3);
   // DDP's buckets and ZeRO-1 and 2's flat layout of `element`-byte values, one allocation each, cut
-  // as dist/ddp.h's reverse_order_buckets cuts them: the parameters last to first, the first
-  // bucket at most 1 MiB (so that communication starts early), the others at most 25 MiB (weft
-  // train's --bucket-mb). A bare parameter count: one bucket of 1 MiB and one of the rest.
+  // as dist/gradient_buckets.h's reverse_order_buckets cuts them: the parameters last to first,
+  // the first bucket at most 1 MiB (so that communication starts early), the others at most 25 MiB
+  // (weft train's --bucket-mb). A bare parameter count: one bucket of 1 MiB and one of the rest.
   auto flat_buckets = [&](int64_t element) {
     constexpr int64_t kFirst = int64_t{1} << 20, kOthers = int64_t{25} << 20;
     const std::vector<int64_t>& tensors = share.parameter_tensors();

@@ -651,7 +651,7 @@ struct Run {
   // the checkpoint.
   void evaluate() {
     const Clock::time_point evaluation_start = Clock::now();
-    plan.mode().before_saving(*model, state.step);
+    plan.mode().before_saving(state.step);
     // A model held in bf16 (--master-weights) takes a classifier's f32 images through autocast, as
     // weft eval does; autocast over f32 parameters evaluates in f32, as it always has.
     const AutocastGuard model_dtype(o.master_weights ? low_precision : std::nullopt);
@@ -695,7 +695,7 @@ struct Run {
   // notice.
   void save_on_stop() {
     log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
-    plan.mode().before_saving(*model, state.step);
+    plan.mode().before_saving(state.step);
     if (!given.out_dir.empty()) {
       save();
       log << "; checkpoint in " << o.out_dir << " (continue with " << train_command("--resume " + shell_quote(o.out_dir))
@@ -873,7 +873,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     if (profiler) profiler->after(state.step, step_seconds);
     ++state.step;
     monitor::report_progress(state.step);
-    run.plan.mode().after_step(*run.model, state.step);
+    run.plan.mode().after_step(state.step);
     train_seconds += step_seconds;
     result.items += items;
 
