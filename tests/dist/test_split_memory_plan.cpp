@@ -56,7 +56,7 @@ TEST(SplitMemoryPlan, EachRanksPeakIsWithin15PercentOfItsStagesPlan) {
         {.batch = 16, .optimizer = memory::OptimizerKind::adamw, .zero = std::string(l.parallel).starts_with("zero1"),
          .world = size, .tp = l.tp, .pp = l.pp, .micro_batches = 4, .pp_schedule = l.schedule});
     const int64_t replicas = size / (l.tp * l.pp);
-    const int64_t stage = rank / (replicas * l.tp);  // stage-major ranks (train/split_model.h)
+    const int64_t stage = rank / (replicas * l.tp);  // stage-major ranks (dist/split_model.h)
     const double predicted = static_cast<double>(l.pp > 1 ? plan.stages.at(stage).total_bytes : plan.total_bytes);
     const double error = predicted / measured - 1;
     EXPECT_LE(std::abs(error), 0.15) << l.parallel << " tp " << l.tp << " pp " << l.pp << " " << l.schedule << " rank "

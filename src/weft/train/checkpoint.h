@@ -55,6 +55,7 @@
 
 #include "weft/amp/grad_scaler.h"
 #include "weft/dist/process_group.h"
+#include "weft/dist/split_model.h"
 #include "weft/nn/module.h"
 #include "weft/optim/optimizer.h"
 
@@ -68,15 +69,9 @@ struct TrainerState {
   std::optional<amp::GradScalerState> grad_scaler;  // fp16 runs
 };
 
-// How optimizer state goes into and comes out of a checkpoint: one process's state, keyed by the
-// model's parameter names. The overloads that take an Optimizer read and write it directly; a
-// sharded optimizer (ZeRO) gathers its shards in `save` and takes its shards in `load`.
-struct OptimizerStateIO {
-  std::string name;  // the optimizer's ("AdamW"), which a resume must match
-  std::function<std::map<std::string, Tensor>()> save;
-  // `keyed_by_name` false: a checkpoint written before state was keyed by name, keyed by position.
-  std::function<void(const std::map<std::string, Tensor>& dict, bool keyed_by_name)> load;
-};
+// How optimizer state goes into and comes out of a checkpoint (dist/split_model.h). The overloads
+// that take an Optimizer read and write it directly.
+using dist::OptimizerStateIO;
 OptimizerStateIO optimizer_state_io(const nn::Module& model, optim::Optimizer& optimizer);
 
 // `model_metadata` joins model.safetensors' metadata (what a reader needs to rebuild the model);
@@ -105,13 +100,7 @@ nlohmann::json saved_run_options(const std::string& dir);
 // and with `remove`, deletes those and nothing else. Returns what it found (or removed).
 std::vector<std::string> run_files(const std::string& dir, bool remove = false);
 
-// What one rank contributes to a sharded checkpoint.
-struct CheckpointShard {
-  std::map<std::string, Tensor> tensors;  // this rank's runs: "NAME", "NAME.FIELD", "NAME.step"
-  // Used from rank 0: every parameter's and buffer's shape, dtype and runs,
-  // {"NAME": {"shape": [...], "dtype": "bf16", "runs": [[rank, begin, length], ...]}}.
-  nlohmann::json layout;
-};
+using dist::CheckpointShard;  // what one rank contributes to a sharded checkpoint
 // Collective over `group`: each rank writes its file, rank 0 the index, trainer.json and the task's
 // files (`save_files`), and rank 0 commits once every rank has written. A failure on any rank fails
 // the save on every rank (IOError), and the previous checkpoint stays current.

@@ -14,6 +14,7 @@
 #include "weft/amp/precision.h"
 #include "weft/data/dataset.h"
 #include "weft/dist/ddp.h"
+#include "weft/dist/forward_backward.h"
 #include "weft/io/tensorboard.h"
 #include "weft/nn/module.h"
 #include "weft/optim/clip.h"
@@ -30,10 +31,7 @@ void check_precision(amp::Precision precision, std::ostream& log);
 // How many rows of logits [N, C] have their argmax at targets [N].
 int64_t count_correct(const Tensor& logits, const Tensor& targets);
 
-struct StepTally {
-  double loss_sum = 0;  // summed cross-entropy of the batch's predictions
-  int64_t correct = 0;  // predictions whose argmax is the target, when asked for
-};
+using dist::StepTally;
 // Forward and backward of one batch in micro-batches of `micro_batch` samples (rows of
 // batch.inputs), under autocast to `low_precision` when given, the loss scaled by `scaler` when
 // given. The model's output is [..., classes] with one prediction per target: [N, classes] for

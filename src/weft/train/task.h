@@ -24,14 +24,13 @@
 
 #include "weft/data/dataset.h"
 #include "weft/data/sampler.h"
+#include "weft/dist/forward_backward.h"
 #include "weft/nn/module.h"
 #include "weft/train/options.h"
 
 namespace weft::train {
 
-// The summed cross-entropy of outputs [N, C] against targets [N]: ops' cross_entropy, or under
-// tensor parallelism the vocabulary-parallel one, whose outputs are each rank's slice of the classes.
-using LossFn = std::function<Tensor(const Tensor& outputs, const Tensor& targets)>;
+using dist::LossFn;
 Tensor summed_cross_entropy(const Tensor& outputs, const Tensor& targets);
 
 // What a task chooses when the user did not.

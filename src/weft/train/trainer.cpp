@@ -26,10 +26,8 @@
 #include "weft/core/program.h"
 #include "weft/core/threads.h"
 #include "weft/data/dataloader.h"
-#include "weft/dist/ddp.h"
-#include "weft/dist/tensor_parallel.h"
+#include "weft/dist/parallel_plan.h"
 #include "weft/dist/world.h"
-#include "weft/dist/zero.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/dir_lock.h"
 #include "weft/io/json.h"
@@ -44,8 +42,6 @@
 #include "weft/optim/schedule.h"
 #include "weft/optim/sgd.h"
 #include "weft/train/checkpoint.h"
-#include "weft/train/pipeline_training.h"
-#include "weft/train/split_model.h"
 #include "weft/train/step.h"
 #include "weft/train/stop_signals.h"
 #include "weft/train/task.h"
@@ -228,18 +224,6 @@ class StepProfiler {
   double measured_s_ = 0;
 };
 
-// Per parameter of `model`, the squared norm of this rank's gradient of it: under ZeRO its piece
-// of the averaged gradient, else its .grad.
-std::vector<double> grad_squares(const nn::Module& model, const std::optional<dist::ZeroDataParallel>& zero) {
-  if (zero) return zero->grad_squares();
-  std::vector<double> squares;
-  for (const Tensor& p : model.parameters()) {
-    const double norm = optim::grad_norm({p});
-    squares.push_back(norm * norm);
-  }
-  return squares;
-}
-
 std::string fixed(double value, int decimals) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
@@ -323,28 +307,6 @@ nlohmann::json TrainResult::to_json() const {
   return j;
 }
 
-// This rank's part of a sharded checkpoint under ZeRO: its runs of the parameters and their
-// optimizer state, and (for rank 0 to write) where every rank's runs lie; rank 0 adds the buffers.
-CheckpointShard zero_shard(const dist::ZeroDataParallel& zero, const nn::Module& model, const optim::Optimizer& optimizer,
-                           const std::vector<std::string>& param_names) {
-  CheckpointShard shard{.tensors = zero.local_state(optimizer, param_names), .layout = nlohmann::json::object()};
-  const std::vector<Tensor> params = model.parameters();
-  for (size_t i = 0; i < params.size(); ++i)
-    shard.layout[param_names[i]] = {{"shape", params[i].shape()}, {"dtype", dtype_name(params[i].dtype())},
-                                    {"runs", nlohmann::json::array()}};
-  for (int r = 0; r < zero.ranks(); ++r)
-    for (const dist::ZeroDataParallel::Piece& piece : zero.pieces(r))
-      shard.layout[param_names[piece.param]]["runs"].push_back({r, piece.begin, piece.length});
-  if (zero.rank() == 0) {
-    for (const auto& [name, buffer] : model.named_buffers()) {
-      shard.tensors[name] = buffer.reshape({buffer.numel()}).clone();
-      shard.layout[name] = {{"shape", buffer.shape()}, {"dtype", dtype_name(buffer.dtype())},
-                            {"runs", {{0, 0, buffer.numel()}}}};
-    }
-  }
-  return shard;
-}
-
 std::string train_command(const std::string& args) {
   const dist::World& w = dist::world();
   std::string launch;
@@ -355,16 +317,22 @@ std::string train_command(const std::string& args) {
   return str(launch, shell_quote(program_name()), " train ", args);
 }
 
-TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive,
-                  dist::ProcessGroup& group) {
-  const Clock::time_point start = Clock::now();
+namespace {
+
+// What the parallel plan (dist/parallel_plan.h) takes of the options.
+dist::ParallelOptions parallel_options(const TrainOptions& o) {
+  return {.parallel = o.parallel, .zero_stage = o.zero_stage(), .tp = static_cast<int>(o.tp),
+          .pp = static_cast<int>(o.pp), .pp_schedule = dist::parse_pipeline_schedule(o.pp_schedule),
+          .micro_batches = o.grad_accum, .bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap,
+          .grad_compress = o.grad_compress, .sync_every = o.sync_every};
+}
+
+// Refuses what cannot be launched as asked, before anything is loaded.
+void check_launch(const TrainOptions& options, dist::ProcessGroup& group) {
   options.validate();
   // Data parallelism: under an MPI launch of more than one rank (or --parallel ddp), every rank
   // trains a copy of the model on its share of each batch, and rank 0 alone writes and prints.
-  const int world = group.size(), rank = group.rank();
-  const bool distributed = world > 1;
-  // ZeRO's stage, 1 to 3; 0 for ddp and without data parallelism.
-  const int zero_stage = options.zero_stage();
+  const bool distributed = group.size() > 1;
   const std::string parallel_flag = !options.parallel.empty()      ? str("--parallel ", options.parallel)
                                     : !options.grad_compress.empty() ? str("--grad-compress ", options.grad_compress)
                                     : options.sync_every > 1         ? str("--sync-every ", options.sync_every)
@@ -374,96 +342,58 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
              dist::launched_by_mpi() ? "a launch of one rank" : "a single process", "; run it under mpirun -np N");
   // An out-of-memory on one rank makes every rank redo the step at half the micro-batch; under
   // ZeRO-2 and 3 the failed rank would have every micro-batch's collectives to replay.
-  WEFT_CHECK(zero_stage < 2 || !options.auto_batch, ValueError, "--auto-batch: not under --parallel ",
+  WEFT_CHECK(options.zero_stage() < 2 || !options.auto_batch, ValueError, "--auto-batch: not under --parallel ",
              options.parallel, " yet (it works with ddp and zero1)");
   // Every rank must run the same training: a rank started with other flags would train another
   // model or read other data, have it averaged with the others', or wait in a collective the
   // others never issue. Nothing is loaded before the ranks agree.
   if (distributed) refuse_ranks_that_disagree(options, group);
-  // A model split by tensor and pipeline parallelism, replicas of it over the remaining ranks
-  // (train/split_model.h has the layout).
-  const int tp = static_cast<int>(options.tp), pp = static_cast<int>(options.pp);
-  const bool splits_model = tp > 1 || pp > 1;
-  const RankLayout rank_layout = RankLayout::of(world, tp, pp);
-  SplitGroups groups = split_groups(group, rank_layout);
-  const std::unique_ptr<dist::ProcessGroup>& tp_group = groups.tp;
-  const std::unique_ptr<dist::ProcessGroup>& pp_group = groups.pp;
-  const dist::PipelineSchedule pp_schedule = dist::parse_pipeline_schedule(options.pp_schedule);
-  dist::ProcessGroup& data_group = groups.data ? *groups.data : group;
-  const int replicas = data_group.size(), replica = data_group.rank();
-  const bool data_parallel = replicas > 1;
-  // A micro-batch's summed cross-entropy: over the vocabulary's slices when tensor parallel. Under
-  // pipeline parallelism the step computes it on the last stage, and evaluation has it broadcast.
-  const LossFn token_loss = tp_group ? LossFn([&tp_ranks = *tp_group](const Tensor& logits, const Tensor& targets) {
-                                       return dist::vocab_parallel_cross_entropy(logits, targets, tp_ranks, Reduction::sum);
-                                     })
-                                     : LossFn(summed_cross_entropy);
-  const LossFn loss_fn = pp_group ? pipeline_loss(*pp_group, token_loss) : token_loss;
-  TrainOptions o = options;
-  std::ostream nowhere(nullptr);
-  std::ostream& log = rank == 0 ? rank0_log : nowhere;
-  const bool interactive = rank == 0 && rank0_interactive;
-  if (rank != 0) {
-    o.out_dir.clear();
-    o.profile_trace.clear();
-  }
-  check_precision(o.precision, log);
-  const int64_t batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
-  const std::string ranks_name = splits_model ? " data-parallel replicas" : " ranks";
-  WEFT_CHECK(batch_size % replicas == 0, ValueError, "--batch-size: is the global batch, split over the ", replicas,
-             ranks_name, ", so it must be a multiple of ", replicas, ", got '", batch_size, "'");
-  const int64_t rank_batch = batch_size / replicas;
-  WEFT_CHECK(rank_batch % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
-             replicas > 1 ? str(": ", rank_batch, " on each of ", replicas, ranks_name) : std::string(", the task's default"),
-             ") so that every micro-batch has batch-size / grad-accum samples, got '", o.grad_accum, "'");
-  if (o.threads > 0) {
-    set_num_threads(o.threads);
-  } else if (const int shared = dist::threads_per_local_rank(); shared > 0) {
-    set_num_threads(shared);
-    log << "threads: " << shared << " per rank, the cores shared among the " << dist::world().local_size
-        << " ranks on this host (--threads N to choose)\n";
-  }
-  if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
+}
 
-  // The output directory is ours before anything is read or written, for the whole run.
-  std::optional<UnlessWrittenTo> created_out;
-  std::optional<io::DirectoryLock> out_lock;
-  if (!o.out_dir.empty()) {
-    created_out.emplace(o.out_dir);
+// --out: the directory is the run's before anything is read or written, for the whole run.
+class OutputDirectory {
+ public:
+  OutputDirectory(const TrainOptions& o, std::ostream& log) {
+    if (o.out_dir.empty()) return;
+    created_.emplace(o.out_dir);
     std::error_code error;
     std::filesystem::create_directories(o.out_dir, error);
     if (const std::optional<std::string> why = io::why_not_writable_directory(o.out_dir))
       throw ValueError(str("--out ", o.out_dir, ": ", *why));
     if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
-    out_lock.emplace(o.out_dir, str("weft train --model ", o.model));
+    lock_.emplace(o.out_dir, str("weft train --model ", o.model));
+    if (same_directory(o.resume_dir, o.out_dir)) return;
     // Another run's files are never replaced unasked: its checkpoint, metrics and events.
-    if (!same_directory(o.resume_dir, o.out_dir)) {
-      const std::vector<std::string> found = run_files(o.out_dir);
-      std::string what;
-      for (const auto& [file, kind] : {std::pair{"latest", "a checkpoint"}, {"model.safetensors", "a checkpoint"},
-                                       {"metrics.jsonl", "metrics.jsonl"}, {"events.out.tfevents.", "TensorBoard events"}})
-        if (std::any_of(found.begin(), found.end(), [prefix = file](const std::string& f) { return f.starts_with(prefix); }) &&
-            what.find(kind) == std::string::npos)
-          what += str(what.empty() ? "" : ", ", kind);
-      // Only a checkpoint can be continued; the logs of a run that saved none can only be replaced.
-      const bool resumable = what.starts_with("a checkpoint");
-      WEFT_CHECK(found.empty() || o.overwrite, ValueError, "--out ", o.out_dir, ": holds ",
-                 resumable ? "a run already (" : "the logs of a run that saved no checkpoint (",
-                 what.empty() ? found.front() : what, "); ",
-                 resumable ? str("continue it with ", train_command("--resume " + shell_quote(o.out_dir)), ", or ")
-                           : std::string(),
-                 "pass --overwrite to delete ", resumable ? "that run" : "them", " and start a new one there");
-      if (o.overwrite && !found.empty()) {
-        run_files(o.out_dir, /*remove=*/true);
-        log << "--overwrite: deleted the run in " << o.out_dir << "\n";
-      }
+    const std::vector<std::string> found = run_files(o.out_dir);
+    std::string what;
+    for (const auto& [file, kind] : {std::pair{"latest", "a checkpoint"}, {"model.safetensors", "a checkpoint"},
+                                     {"metrics.jsonl", "metrics.jsonl"}, {"events.out.tfevents.", "TensorBoard events"}})
+      if (std::any_of(found.begin(), found.end(), [prefix = file](const std::string& f) { return f.starts_with(prefix); }) &&
+          what.find(kind) == std::string::npos)
+        what += str(what.empty() ? "" : ", ", kind);
+    // Only a checkpoint can be continued; the logs of a run that saved none can only be replaced.
+    const bool resumable = what.starts_with("a checkpoint");
+    WEFT_CHECK(found.empty() || o.overwrite, ValueError, "--out ", o.out_dir, ": holds ",
+               resumable ? "a run already (" : "the logs of a run that saved no checkpoint (",
+               what.empty() ? found.front() : what, "); ",
+               resumable ? str("continue it with ", train_command("--resume " + shell_quote(o.out_dir)), ", or ")
+                         : std::string(),
+               "pass --overwrite to delete ", resumable ? "that run" : "them", " and start a new one there");
+    if (o.overwrite && !found.empty()) {
+      run_files(o.out_dir, /*remove=*/true);
+      log << "--overwrite: deleted the run in " << o.out_dir << "\n";
     }
   }
 
-  // The task loads its data: a memory limit below what that alone takes is no matter of batch size.
-  std::unique_ptr<Task> task;
+ private:
+  std::optional<UnlessWrittenTo> created_;
+  std::optional<io::DirectoryLock> lock_;
+};
+
+// The task loads its data: a memory limit below what that alone takes is no matter of batch size.
+std::unique_ptr<Task> load_task(const TrainOptions& o, std::ostream& log) {
   try {
-    task = make_task(o, log);
+    return make_task(o, log);
   } catch (const OutOfMemoryError& error) {
     const int64_t limit = CachingAllocator::cpu().memory_limit();
     if (limit == 0) throw;
@@ -473,165 +403,382 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                                format_bytes(error.requested_bytes), " more; raise the limit"),
                            error.requested_bytes);
   }
-  const TaskDefaults& d = task->defaults();
-  const bool adaptive = o.optimizer == optim::OptimizerKind::adam || o.optimizer == optim::OptimizerKind::adamw;
-  const double lr = o.lr.value_or(adaptive ? d.adam_lr : d.sgd_lr);
-  const double clip_grad = o.clip_grad.value_or(d.clip_grad);
+}
 
-  manual_seed(o.seed);
-  std::shared_ptr<nn::Module> model = task->make_model(o.checkpoint_activations);
-  const int64_t whole_params = model->num_parameters();  // a tensor-parallel rank or a stage holds a share
-  const int64_t layers = splits_model ? dynamic_cast<const nn::GPT&>(*model).config.layers : 0;
-  dist::TensorParallelLayout tp_layout;
-  if (tp_group) tp_layout = dist::parallelize_gpt(dynamic_cast<nn::GPT&>(*model), *tp_group);
-  // Under pipeline parallelism the model is this rank's stage (the rest of the whole goes with it,
-  // or the rest of the rank's tensor-parallel slices); `whole_names` keeps every parameter's name
-  // and whole shape for the checkpoint's index.
-  std::shared_ptr<dist::GPTStage> stage;
-  std::shared_ptr<PipelineForward> pipeline_forward;
-  std::vector<std::pair<std::string, Shape>> whole_names;
-  for (const auto& [name, p] : model->named_parameters())
-    whole_names.emplace_back(name, tp_layout.contains(name) ? tp_layout.at(name).whole : p.shape());
-  if (pp_group) {
-    stage = std::make_shared<dist::GPTStage>(dynamic_cast<nn::GPT&>(*model), pp_group->rank(), pp);
-    model = stage;
-    pipeline_forward = std::make_shared<PipelineForward>(stage, *pp_group);
-  }
+// One run of train(): what its setup builds, and the pieces of the loop that evaluate, save and
+// log. Nothing here branches on the parallel mode: the plan stands for it.
+struct Run {
+  const TrainOptions& given;  // as every rank was given them
+  std::ostream nowhere{nullptr};
+  TrainOptions o;  // this rank's: only rank 0 writes --out and the profile
+  dist::ProcessGroup& group;
+  int rank;
+  bool distributed;
+  std::ostream& log;
+  bool interactive;
+  dist::ParallelPlan plan;
+  std::optional<OutputDirectory> out;
+  std::unique_ptr<Task> task;
+  double lr = 0, clip_grad = 0;
+  int64_t batch_size = 0, rank_batch = 0, micro_batch = 0, whole_params = 0;
+  std::shared_ptr<nn::Module> model;
   const std::optional<DType> low_precision = amp::compute_dtype(o.precision);
-  // --master-weights: the optimizer takes the f32 initialisation as its masters, and the model
-  // goes to bf16; each step writes the masters, rounded, back into it.
-  std::vector<Tensor> masters;
-  if (o.master_weights) {
-    NoGradGuard no_grad;
-    for (const Tensor& p : model->parameters()) masters.push_back(Tensor::empty(p.shape(), DType::f32).copy_(p));
-    model->to(*low_precision);
-  }
-  // ZeRO lays the parameters out in flat buckets and gives the optimizer this rank's shards (under
-  // master weights, the optimizer keeps f32 masters of the shards); rank 0's weights go to all.
-  if (distributed) dist::ProcessGroup::set_timeout(o.comm_timeout);
-  std::optional<dist::ZeroDataParallel> zero;
-  if (zero_stage > 0)
-    zero.emplace(*model, data_group,
-                 dist::ZeroOptions{.stage = zero_stage, .bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap});
-  if (zero && o.master_weights) masters = zero->shard(masters, DType::f32);
-  const std::vector<Tensor> computed = zero ? zero->shards() : model->parameters();
-  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, d, lr, o.master_weights ? masters : computed);
-  if (o.master_weights) optimizer->keep_masters_of(computed);
-  masters.clear();
-  std::vector<std::string> param_names;
-  for (const auto& [name, p] : model->named_parameters()) param_names.push_back(name);
-  // The optimizer's state out of a checkpoint: under ZeRO each rank takes its shards of one
-  // process's state (which a sharded checkpoint is assembled into), whatever the world size it was
-  // saved at.
-  const OptimizerStateIO optimizer_io =
-      zero ? OptimizerStateIO{.name = optimizer->name(),
-                              .save = [&] { return zero->gather_state(*optimizer, param_names); },
-                              .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
-                                WEFT_CHECK(keyed_by_name, FormatError, "--parallel ", o.parallel, ": ", o.resume_dir,
-                                           " keys its optimizer state by position (an older weft); resume it without "
-                                           "ZeRO once to rewrite it");
-                                zero->load_full_state_dict(*optimizer, dict, param_names);
-                              }}
-           : optimizer_state_io(*model, *optimizer);
+  std::unique_ptr<optim::Optimizer> optimizer;
+  OptimizerStateIO optimizer_io;
   std::optional<amp::GradScaler> scaler;
-  if (o.precision == amp::Precision::fp16) scaler.emplace();
-  amp::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
-  // Clipping's norm is read while backward runs, each gradient as it becomes final (in cache),
-  // except under fp16, whose scaler rewrites the gradients (unscale) after backward.
   std::optional<optim::BackwardGradNorm> backward_norm;
-  // Under data parallelism the norm is of the averaged gradients, read after the all-reduce.
-  if (clip_grad > 0 && !scaler && !distributed) backward_norm.emplace(model->parameters());
-
-  std::shared_ptr<const data::Sampler> sampler = task->train_sampler(batch_size, o.seed, replica, replicas);
-  data::DataLoader loader(task->train_data(), sampler, rank_batch, /*drop_last=*/false, o.prefetch);
-  int64_t steps_per_epoch = loader.num_batches();
-  if (o.limit_train_batches > 0) steps_per_epoch = std::min(steps_per_epoch, o.limit_train_batches);
-
+  std::shared_ptr<const data::Sampler> sampler;
+  std::optional<data::DataLoader> loader;
+  int64_t steps_per_epoch = 0;
+  dist::ForwardBackward take_gradients;
   TrainerState state;
-  int64_t saved_plan = 0;
-  if (!o.resume_dir.empty()) {
-    if (zero) zero->gather_parameters();
-    if (splits_model) {
-      // A split model resumes from a checkpoint of any layout: it goes into a whole model, and the
-      // rank takes its share (its stage's parameters, or its slices of them) of the weights and of
-      // the optimizer's state, both keyed by the whole model's names.
-      const auto mine = [&](const std::map<std::string, Tensor>& whole_state) {
-        return split_model_state(whole_state, *model, tp_layout, rank_layout, rank);
-      };
-      std::shared_ptr<nn::Module> whole = task->make_model(false);
-      if (o.master_weights) whole->to(*low_precision);
-      const OptimizerStateIO sharing{
-          .name = optimizer->name(), .save = {}, .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
-            WEFT_CHECK(keyed_by_name, FormatError, "--parallel ", o.parallel, ": ", o.resume_dir, " keys its optimizer "
-                       "state by position (an older weft); resume it in one process once to rewrite it");
-            optimizer_io.load(mine(dict), true);
-          }};
-      state = load_checkpoint(o.resume_dir, *whole, task->model_name(), sharing);
-      std::map<std::string, Tensor> weights;
-      for (const auto& [name, tensor] : whole->state_dict()) weights[name] = tensor;
-      nn::StateDict local;
-      for (const auto& [name, tensor] : mine(weights)) local.insert(name, tensor);
-      model->load_state_dict(local);
-    } else {
-      state = load_checkpoint(o.resume_dir, *model, task->model_name(), optimizer_io);
-    }
-    if (zero) zero->release_parameters();
-    default_generator().set_state(state.rng);
-    if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
-    saved_plan = saved_planned_steps(state.options, steps_per_epoch, str(o.resume_dir, "/trainer.json: options"));
-    log << "resumed from " << o.resume_dir << " at step " << state.step << "\n";
-  }
-  // Mixed precision: the optimizer writes each weight's 16-bit copy as it updates it, and the
-  // forward's linear layers read those instead of casting every weight each step.
-  // (Not of ZeRO's shards: the forward reads whole weights.)
-  if (low_precision && !o.master_weights && !zero) optimizer->keep_low_precision_copies(*low_precision);
+  int64_t saved_plan = 0, planned_steps = 0, eval_every = 0, eval_batch = 0, epochs = 0;
+  std::unique_ptr<optim::LRSchedule> schedule;
+  std::optional<MetricsLog> metrics;
+  nlohmann::json saved_options;
+  TrainResult result;
+  // The last checkpoint: the one resumed from, then each one saved ("": none).
+  std::string saved_in;
+  int64_t saved_step = 0;
+  double last_evaluation_s = -1;
+  double window_loss = 0;
+  int64_t window_items = 0, window_correct = 0, window_steps = 0;
+  Clock::time_point window_start = Clock::now();
 
-  std::optional<dist::DistributedDataParallel> ddp;
-  const std::optional<DType> wire = o.grad_compress.empty() ? std::nullopt
-                                    : std::optional<DType>(o.grad_compress == "bf16" ? DType::bf16 : DType::f16);
-  // --sync-every K (local SGD): each replica steps on its own gradients from rank 0's start, and
-  // the replicas average their parameters every K steps (and before evaluating or saving).
-  std::optional<dist::LocalSGD> local_sgd;
-  if (o.sync_every > 1) local_sgd.emplace(*model, data_group, o.bucket_mb << 20);
-  if (data_parallel && !zero && !local_sgd)
-    ddp.emplace(*model, data_group, dist::DDPOptions{.bucket_bytes = o.bucket_mb << 20, .overlap = o.ddp_overlap,
-                                                     .compress = wire, .transient_buckets = stage != nullptr});
-  dist::GradientSync* sync = ddp ? static_cast<dist::GradientSync*>(&*ddp) : zero ? &*zero : nullptr;
-  int64_t micro_batch = rank_batch / o.grad_accum;
-  // One step's gradients: accumulate_step's micro-batches, or the pipeline's schedule, whose
-  // replicas then average their gradients (after the pipeline's flush, as Megatron's DDP does).
-  double pipeline_idle = 0, pipeline_busy = 0;
-  auto take_gradients = [&](const data::Batch& batch, optim::BackwardGradNorm* norm) {
-    if (!stage)
-      return accumulate_step(*model, loss_fn, *optimizer, batch, micro_batch, o.auto_batch, low_precision, scaler_ptr,
-                             state.step, log, task->tallies_accuracy(), norm, sync);
-    const PipelineTally t =
-        pipeline_step(*stage, *pp_group, pp_schedule, *optimizer, batch, o.grad_accum, low_precision, token_loss);
-    if (sync) sync->reduce_gradients();
-    pipeline_idle += t.pipeline.idle_seconds;
-    pipeline_busy += t.pipeline.seconds;
-    return t.tally;
-  };
+  Run(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive, dist::ProcessGroup& ranks)
+      : given(options),
+        o(options),
+        group(ranks),
+        rank(ranks.rank()),
+        distributed(ranks.size() > 1),
+        log(rank == 0 ? rank0_log : nowhere),
+        interactive(rank == 0 && rank0_interactive),
+        plan(ranks, parallel_options(options)) {
+    if (rank != 0) {
+      o.out_dir.clear();
+      o.profile_trace.clear();
+    }
+    check_precision(o.precision, log);
+    batch_size = o.batch_size.value_or(task_defaults(o.model).batch_size);
+    const int replicas = plan.replicas();
+    WEFT_CHECK(batch_size % replicas == 0, ValueError, "--batch-size: is the global batch, split over the ", replicas,
+               plan.ranks_name(), ", so it must be a multiple of ", replicas, ", got '", batch_size, "'");
+    rank_batch = batch_size / replicas;
+    WEFT_CHECK(rank_batch % o.grad_accum == 0, ValueError, "--grad-accum: must divide --batch-size (", batch_size,
+               replicas > 1 ? str(": ", rank_batch, " on each of ", replicas, plan.ranks_name())
+                            : std::string(", the task's default"),
+               ") so that every micro-batch has batch-size / grad-accum samples, got '", o.grad_accum, "'");
+    micro_batch = rank_batch / o.grad_accum;
+    if (o.threads > 0) {
+      set_num_threads(o.threads);
+    } else if (const int shared = dist::threads_per_local_rank(); shared > 0) {
+      set_num_threads(shared);
+      log << "threads: " << shared << " per rank, the cores shared among the " << dist::world().local_size
+          << " ranks on this host (--threads N to choose)\n";
+    }
+    if (o.memory_limit > 0) CachingAllocator::cpu().set_memory_limit(o.memory_limit);
+    out.emplace(o, log);
+    task = load_task(o, log);
+    const TaskDefaults& d = task->defaults();
+    const bool adaptive = o.optimizer == optim::OptimizerKind::adam || o.optimizer == optim::OptimizerKind::adamw;
+    lr = o.lr.value_or(adaptive ? d.adam_lr : d.sgd_lr);
+    clip_grad = o.clip_grad.value_or(d.clip_grad);
+  }
+
+  // The model split and distributed by the plan, its optimizer over what the plan says it updates,
+  // and the loss scaler.
+  void build_model() {
+    manual_seed(o.seed);
+    model = task->make_model(o.checkpoint_activations);
+    whole_params = model->num_parameters();  // a tensor-parallel rank or a stage holds a share
+    model = plan.split(model);
+    // --master-weights: the optimizer takes the f32 initialisation as its masters, and the model
+    // goes to bf16; each step writes the masters, rounded, back into it.
+    std::vector<Tensor> masters;
+    if (o.master_weights) {
+      NoGradGuard no_grad;
+      for (const Tensor& p : model->parameters()) masters.push_back(Tensor::empty(p.shape(), DType::f32).copy_(p));
+      model->to(*low_precision);
+    }
+    // ZeRO lays the parameters out in flat buckets and gives the optimizer this rank's shards (under
+    // master weights, the optimizer keeps f32 masters of the shards); rank 0's weights go to all.
+    if (distributed) dist::ProcessGroup::set_timeout(o.comm_timeout);
+    plan.distribute(*model);
+    if (o.master_weights) masters = plan.mode().shard(masters, DType::f32);
+    const std::vector<Tensor> computed = plan.optimizer_params(*model);
+    optimizer = make_optimizer(o, task->defaults(), lr, o.master_weights ? masters : computed);
+    if (o.master_weights) optimizer->keep_masters_of(computed);
+    masters.clear();
+    optimizer_io = plan.optimizer_io(optimizer_state_io(*model, *optimizer), *optimizer, o.resume_dir);
+    if (o.precision == amp::Precision::fp16) scaler.emplace();
+    // Clipping's norm is read while backward runs, each gradient as it becomes final (in cache),
+    // except under fp16, whose scaler rewrites the gradients (unscale) after backward. Under data
+    // parallelism the norm is of the averaged gradients, read after the all-reduce.
+    if (clip_grad > 0 && !scaler && !distributed) backward_norm.emplace(model->parameters());
+    sampler = task->train_sampler(batch_size, o.seed, plan.replica(), plan.replicas());
+    loader.emplace(task->train_data(), sampler, rank_batch, /*drop_last=*/false, o.prefetch);
+    steps_per_epoch = loader->num_batches();
+    if (o.limit_train_batches > 0) steps_per_epoch = std::min(steps_per_epoch, o.limit_train_batches);
+  }
+
+  // --resume: weights, optimizer state, step, generator and loss scale, from a checkpoint of any
+  // layout. Then the plan starts (DDP's broadcast and hooks) and the step's forward-backward is set.
+  void resume_and_start() {
+    if (!o.resume_dir.empty()) {
+      plan.resume(
+          *model, optimizer_io, o.resume_dir,
+          [&] {
+            std::shared_ptr<nn::Module> whole = task->make_model(false);
+            if (o.master_weights) whole->to(*low_precision);
+            return whole;
+          },
+          [&](nn::Module& into, const OptimizerStateIO& io) {
+            state = load_checkpoint(o.resume_dir, into, task->model_name(), io);
+          });
+      default_generator().set_state(state.rng);
+      if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
+      saved_plan = saved_planned_steps(state.options, steps_per_epoch, str(o.resume_dir, "/trainer.json: options"));
+      log << "resumed from " << o.resume_dir << " at step " << state.step << "\n";
+    }
+    // Mixed precision: the optimizer writes each weight's 16-bit copy as it updates it, and the
+    // forward's linear layers read those instead of casting every weight each step.
+    // (Not of ZeRO's shards: the forward reads whole weights.)
+    if (low_precision && !o.master_weights && !plan.mode().shards_state())
+      optimizer->keep_low_precision_copies(*low_precision);
+    plan.start(*model);
+    take_gradients = plan.forward_backward(
+        [this](nn::Module& m, const LossFn& loss, const data::Batch& batch, optim::BackwardGradNorm* norm,
+               dist::GradientSync* sync) {
+          return accumulate_step(m, loss, *optimizer, batch, micro_batch, o.auto_batch, low_precision,
+                                 scaler ? &*scaler : nullptr, state.step, log, task->tallies_accuracy(), norm, sync);
+        },
+        *model, *optimizer, low_precision);
+  }
+
   // --time-limit covers the final evaluation and the save after it: the seconds the last one took,
   // or before any, the held-out samples at half a training step's time each. A forward without
   // the backward's two products is about a third (a GPT's validation: 0.29 of a step per window on
   // a quiet machine); the rest is room for a busy one.
-  double last_evaluation_s = -1;
-  auto evaluation_estimate = [&](double step_seconds) {
+  double evaluation_estimate(double step_seconds) const {
     if (last_evaluation_s >= 0) return last_evaluation_s;
     return static_cast<double>(task->eval_samples()) * step_seconds / static_cast<double>(rank_batch) / 2;
-  };
-  WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
-             ValueError, "--epochs: must be at most ", shortest(static_cast<double>(kMaxSteps) / steps_per_epoch),
-             " at ", steps_per_epoch, " steps per epoch (a run is at most ", kMaxSteps, " steps), got '",
-             shortest(*o.epochs), "'");
-  int64_t planned_steps = o.steps                             ? *o.steps
-                          : o.epochs                          ? std::llround(std::ceil(*o.epochs * steps_per_epoch))
-                          : saved_plan > 0 && o.time_limit == 0 ? saved_plan
-                                                              : 0;
-  if (planned_steps == 0 && o.time_limit > 0) {
-    // Time a few forward and backward passes on the next batch (the first ones warm caches up),
-    // then restore everything they touched: the gradients and the generator (dropout).
+  }
+
+  // The steps the run takes (--steps, --epochs, the resumed run's plan, or what --time-limit has
+  // time for), the schedule over them, and the run's first log line.
+  void plan_steps(Clock::time_point start) {
+    const TaskDefaults& d = task->defaults();
+    WEFT_CHECK(!o.epochs || *o.epochs * static_cast<double>(steps_per_epoch) <= static_cast<double>(kMaxSteps),
+               ValueError, "--epochs: must be at most ", shortest(static_cast<double>(kMaxSteps) / steps_per_epoch),
+               " at ", steps_per_epoch, " steps per epoch (a run is at most ", kMaxSteps, " steps), got '",
+               shortest(*o.epochs), "'");
+    planned_steps = o.steps                               ? *o.steps
+                    : o.epochs                            ? std::llround(std::ceil(*o.epochs * steps_per_epoch))
+                    : saved_plan > 0 && o.time_limit == 0 ? saved_plan
+                                                          : 0;
+    if (planned_steps == 0 && o.time_limit > 0) plan_steps_in_time(start);
+    if (planned_steps == 0) planned_steps = std::llround(std::ceil(d.epochs * steps_per_epoch));
+    if (saved_plan > 0 && saved_plan != planned_steps && o.schedule == "cosine")
+      log << "note: the run was planned for " << saved_plan << " steps and now runs " << planned_steps
+          << "; the cosine schedule is re-planned over " << planned_steps << " steps from here\n";
+    WEFT_CHECK(!o.profile_last_step || *o.profile_last_step <= planned_steps, ValueError,
+               "--profile-steps: must end by the run's last step, ", planned_steps, ", got '",
+               o.profile_first_step.value_or(0), ":", o.profile_last_step.value_or(0), "'");
+    WEFT_CHECK(!o.warmup || *o.warmup <= planned_steps, ValueError, "--warmup: must be at most the ", planned_steps,
+               " steps this run plans, got '", o.warmup.value_or(0), "'");
+    const int64_t warmup = o.warmup.value_or(d.warmup.value_or(std::min<int64_t>(100, planned_steps / 10)));
+    schedule = make_schedule(o.schedule, lr, warmup, planned_steps, steps_per_epoch);
+    eval_every = o.eval_every.value_or(d.eval_every.value_or(steps_per_epoch));
+    eval_batch = d.eval_batch > 0 ? d.eval_batch : batch_size;
+    epochs = (planned_steps + steps_per_epoch - 1) / steps_per_epoch;
+
+    if (!o.out_dir.empty()) metrics.emplace(o.out_dir, same_directory(o.resume_dir, o.out_dir) ? state.step : 0);
+    saved_options = o.to_json();
+    saved_options["planned_steps"] = planned_steps;
+    saved_options["task"] = task->describe();
+    saved_in = o.resume_dir;
+    saved_step = state.step;
+
+    result.model = o.model;
+    result.params = whole_params;
+    result.planned_steps = planned_steps;
+    result.batch_size = batch_size;
+    result.items_name = task->items();
+    result.task = task->describe();
+    result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule},
+                    {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
+                    {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
+                    {"threads", get_num_threads()}, {"out", o.out_dir},
+                    {"parallel", !distributed ? "none" : o.parallel.empty() ? "ddp" : o.parallel},
+                    {"ranks", group.size()}, {"tp", o.tp}, {"pp", o.pp}, {"pp_schedule", given.pp_schedule},
+                    {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
+                    {"sync_every", o.sync_every}, {"all_reduced_bytes_per_step", plan.mode().all_reduced_bytes()}};
+    log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
+        << " samples, " << steps_per_epoch << " per epoch" << plan.describe(rank_batch, micro_batch, o.print_schedule);
+  }
+
+  // A loss that is no longer a number means the parameters are lost, and every later step and
+  // checkpoint would carry them: stop, saving nothing over the last checkpoint.
+  [[noreturn]] void diverged(const char* what, double loss, int64_t step) const {
+    throw DivergedError(str(
+        "step ", step, ": ", what, " is ", loss, ", not a finite number: training diverged. ",
+        saved_in.empty() ? std::string("No checkpoint was saved")
+                         : str("The last checkpoint, of step ", saved_step, ", is kept in ", saved_in),
+        "; nothing was saved after it. Try a lower --lr (this run: ", lr, "), --clip-grad 1",
+        o.precision == amp::Precision::fp32 ? "" : ", or --precision fp32"));
+  }
+
+  // With --out, the checkpoint of the step just taken: rank 0 writes it (it alone has the metrics);
+  // where the plan shards the state every rank writes its shard (train/checkpoint.h).
+  void save() {
+    if (metrics) metrics->flush();
+    state.epoch = state.step / steps_per_epoch;
+    state.rng = default_generator().state();
+    state.options = saved_options;
+    if (scaler) state.grad_scaler = scaler->state();
+    const auto save_files = [&](const std::string& dir) { task->save_files(dir); };
+    if (const std::optional<CheckpointShard> shard = plan.checkpoint_shard(*model, *optimizer, optimizer_io))
+      save_sharded_checkpoint(given.out_dir, group, task->model_name(), optimizer->name(), *shard, state,
+                              task->checkpoint_metadata(), save_files);
+    else if (metrics)
+      save_checkpoint(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(),
+                      save_files);
+    saved_in = given.out_dir;
+    saved_step = state.step;
+  }
+
+  // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
+  // the checkpoint.
+  void evaluate() {
+    const Clock::time_point evaluation_start = Clock::now();
+    plan.mode().before_saving(state.step);
+    // A model held in bf16 (--master-weights) takes a classifier's f32 images through autocast, as
+    // weft eval does; autocast over f32 parameters evaluates in f32, as it always has.
+    const AutocastGuard model_dtype(o.master_weights ? low_precision : std::nullopt);
+    // A bar on a terminal: a GPT's validation can take as long as many steps.
+    std::optional<monitor::ProgressBar> eval_bar;
+    const EvalProgress progress = [&](int64_t done, int64_t batches) {
+      if (!eval_bar) return;
+      eval_bar->update(done, "");
+      if (done == batches) eval_bar->erase();
+    };
+    Evaluation e;
+    for (;;) {
+      try {
+        eval_bar.reset();
+        if (interactive)
+          eval_bar.emplace(log, "evaluating", (task->eval_samples() + eval_batch - 1) / eval_batch, 1, true, 1,
+                           "batches");
+        e = task->evaluate(plan.evaluation_model(*model), eval_batch, plan.evaluation_loss(), progress);
+        break;
+      } catch (const OutOfMemoryError& error) {
+        if (!o.auto_batch || eval_batch == 1) throw;
+        eval_batch = (eval_batch + 1) / 2;
+        log << "auto-batch: evaluation ran out of memory (" << error.what() << "); evaluating in batches of "
+            << eval_batch << "\n";
+      }
+    }
+    if (!std::isfinite(e.loss)) diverged("the evaluation loss", e.loss, state.step);
+    result.evaluation = e.result;
+    result.evaluation_line = e.line;
+    log << "step " << state.step << ": " << e.line;
+    if (metrics) metrics->write(state.step, e.scalars);
+    if (!given.out_dir.empty()) {
+      save();
+      log << "; checkpoint in " << o.out_dir;
+    }
+    log << "\n";
+    last_evaluation_s = seconds_since(evaluation_start);
+  }
+
+  // Stopped by a signal: the checkpoint first, and no evaluation, which may take longer than the
+  // notice.
+  void save_on_stop() {
+    log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
+    plan.mode().before_saving(state.step);
+    if (!given.out_dir.empty()) {
+      save();
+      log << "; checkpoint in " << o.out_dir << " (continue with " << train_command("--resume " + shell_quote(o.out_dir))
+          << ")";
+    } else {
+      log << "; nothing saved (no --out)";
+    }
+    log << "\n";
+  }
+
+  // What ends the run is decided once for every rank: a signal or the time limit one rank saw
+  // first, a loss that stopped being a number on any; the loss and counts logged are the batch's.
+  // The ranks of a tensor-parallel group, and the stages of a pipeline, count the same batch; a
+  // pipeline's last stage alone has its loss.
+  void agree(StepTally& tally, int64_t& items, bool& stop_now, bool& time_up) {
+    if (!distributed) return;
+    Tensor agreed = Tensor::from_vector<double>({tally.loss_sum, static_cast<double>(items),
+                                                 static_cast<double>(tally.correct), stop_now ? 1.0 : 0.0,
+                                                 time_up ? 1.0 : 0.0},
+                                                {5});
+    group.all_reduce(agreed, dist::ReduceOp::sum);
+    const std::vector<double> a = agreed.to_vector<double>();
+    const int64_t tp = o.tp, pp = o.pp;
+    tally.loss_sum = a[0] / static_cast<double>(tp);
+    items = static_cast<int64_t>(a[1]) / (tp * pp);
+    tally.correct = static_cast<int64_t>(a[2]) / (tp * pp);
+    stop_now = a[3] > 0;
+    time_up = a[4] > 0;
+  }
+
+  // The step's update: the gradients unscaled (fp16), clipped to --clip-grad by the plan's norm.
+  void update() {
+    monitor::PhaseScope phase("optimizer");
+    // Clipping's scaling rides in the optimizer's pass (bit for bit clip_grad_norm's): the grads
+    // are read once for the norm and once for the update, never rewritten.
+    double grad_factor = 1;
+    if (clip_grad > 0) {
+      if (scaler) scaler->unscale_(*optimizer);
+      grad_factor = optim::clip_coefficient(plan.grad_norm(*model, backward_norm ? &*backward_norm : nullptr), clip_grad);
+    }
+    apply_update(*optimizer, scaler ? &*scaler : nullptr, state.step + 1, log, grad_factor);
+    plan.mode().after_update();
+  }
+
+  // Every --log-every steps and the last: the window's loss, rate and memory to the metrics log.
+  void log_window(bool last) {
+    if (window_steps != o.log_every && !last) return;
+    result.train_loss = window_loss / static_cast<double>(window_items);
+    const MemoryStats memory = CachingAllocator::cpu().stats();
+    nlohmann::json scalars = {{"train/loss", result.train_loss}, {"train/lr", optimizer->lr()},
+                              {str("train/", task->items(), "_per_s"), window_items / seconds_since(window_start)},
+                              {"memory/allocated_bytes", memory.allocated_bytes},
+                              {"memory/reserved_bytes", memory.reserved_bytes}};
+    if (task->tallies_accuracy()) scalars["train/accuracy"] = static_cast<double>(window_correct) / window_items;
+    if (scaler) {
+      scalars["amp/loss_scale"] = scaler->current_scale();
+      scalars["amp/skipped_steps"] = scaler->skipped_steps();
+    }
+    if (metrics) metrics->write(state.step, scalars);
+    window_loss = 0;
+    window_items = window_correct = window_steps = 0;
+    window_start = Clock::now();
+  }
+
+  // The result's closing figures.
+  TrainResult finish(int64_t first_step, double train_seconds, Clock::time_point start) {
+    result.steps = state.step;
+    result.start_step = first_step;
+    result.micro_batch = micro_batch;
+    if (scaler) {
+      result.skipped_steps = scaler->skipped_steps();
+      result.loss_scale = scaler->current_scale();
+    }
+    result.items_per_s = train_seconds > 0 ? static_cast<double>(result.items) / train_seconds : 0;
+    result.peak_allocated_bytes = CachingAllocator::cpu().stats().peak_allocated_bytes;
+    result.peak_rss_bytes = monitor::peak_rss_bytes();
+    result.wall_s = seconds_since(start);
+    return std::move(result);
+  }
+
+  // Time a few forward and backward passes on the next batch (the first ones warm caches up), then
+  // restore everything they touched: the gradients and the generator (dropout).
+  void plan_steps_in_time(Clock::time_point start) {
     const auto rng = default_generator().state();
     std::vector<int64_t> order = sampler->indices(state.step / steps_per_epoch);
     order.resize(std::min<size_t>(order.size(), static_cast<size_t>(rank_batch)));
@@ -652,9 +799,9 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                       static_cast<double>(kMaxSteps)));
     planned_steps = state.step + static_cast<int64_t>(steps_in_time);
     if (distributed) {  // every rank takes rank 0's plan
-      Tensor plan = Tensor::scalar(static_cast<double>(planned_steps), DType::i64);
-      group.broadcast(plan, 0);
-      planned_steps = static_cast<int64_t>(plan.item());
+      Tensor steps = Tensor::scalar(static_cast<double>(planned_steps), DType::i64);
+      group.broadcast(steps, 0);
+      planned_steps = static_cast<int64_t>(steps.item());
     }
     if (o.time_limit - seconds_since(start) - evaluation_estimate(per_step) < per_step)
       log << "note: --time-limit " << o.time_limit << " s leaves no time to train beside the final evaluation "
@@ -663,277 +810,96 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
         << fixed(evaluation_estimate(per_step), 1) << " s for the final evaluation, planning " << planned_steps
         << " steps\n";
   }
-  if (planned_steps == 0) planned_steps = std::llround(std::ceil(d.epochs * steps_per_epoch));
-  if (saved_plan > 0 && saved_plan != planned_steps && o.schedule == "cosine")
-    log << "note: the run was planned for " << saved_plan << " steps and now runs " << planned_steps
-        << "; the cosine schedule is re-planned over " << planned_steps << " steps from here\n";
-  WEFT_CHECK(!o.profile_last_step || *o.profile_last_step <= planned_steps, ValueError,
-             "--profile-steps: must end by the run's last step, ", planned_steps, ", got '", o.profile_first_step.value_or(0),
-             ":", o.profile_last_step.value_or(0), "'");
-  WEFT_CHECK(!o.warmup || *o.warmup <= planned_steps, ValueError, "--warmup: must be at most the ", planned_steps,
-             " steps this run plans, got '", o.warmup.value_or(0), "'");
-  const int64_t warmup = o.warmup.value_or(d.warmup.value_or(std::min<int64_t>(100, planned_steps / 10)));
-  const std::unique_ptr<optim::LRSchedule> schedule = make_schedule(o.schedule, lr, warmup, planned_steps, steps_per_epoch);
-  const int64_t eval_every = o.eval_every.value_or(d.eval_every.value_or(steps_per_epoch));
-  int64_t eval_batch = d.eval_batch > 0 ? d.eval_batch : batch_size;
-  const int64_t epochs = (planned_steps + steps_per_epoch - 1) / steps_per_epoch;
 
-  std::optional<MetricsLog> metrics;
-  if (!o.out_dir.empty())
-    metrics.emplace(o.out_dir, same_directory(o.resume_dir, o.out_dir) ? state.step : 0);
-  nlohmann::json saved_options = o.to_json();
-  saved_options["planned_steps"] = planned_steps;
-  saved_options["task"] = task->describe();
+};
 
-  TrainResult result;
-  result.model = o.model;
-  result.params = whole_params;
-  result.planned_steps = planned_steps;
-  result.batch_size = batch_size;
-  result.items_name = task->items();
-  result.task = task->describe();
-  result.setup = {{"optimizer", optim::optimizer_name(o.optimizer)}, {"lr", lr}, {"schedule", o.schedule},
-                  {"precision", amp::precision_name(o.precision)}, {"grad_accum", o.grad_accum},
-                  {"checkpoint_activations", o.checkpoint_activations}, {"clip_grad", clip_grad}, {"seed", o.seed},
-                  {"threads", get_num_threads()},
-                  {"out", o.out_dir}, {"parallel", !distributed ? "none" : o.parallel.empty() ? "ddp" : o.parallel},
-                  {"ranks", world}, {"tp", tp}, {"pp", pp}, {"pp_schedule", options.pp_schedule}, {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
-                  {"sync_every", o.sync_every}, {"all_reduced_bytes_per_step", ddp ? ddp->all_reduced_bytes() : 0}};
-  log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
-      << " samples, " << steps_per_epoch << " per epoch";
-  if (tp_group) log << "; tensor parallel over " << tp << " ranks";
-  if (stage)
-    log << "; a pipeline of " << pp << " stages (" << options.pp_schedule << ", " << o.grad_accum
-        << " micro-batches of " << micro_batch << ")";
-  if (ddp)
-    log << "; data parallel on " << replicas << ranks_name << ", " << rank_batch << " samples each, gradients all-reduced in "
-        << ddp->buckets() << " buckets" << (o.ddp_overlap && !stage ? " during backward" : " after backward") << ", "
-        << format_bytes(ddp->all_reduced_bytes()) << " per step" << (wire ? str(" in ", o.grad_compress) : "");
-  if (local_sgd)
-    log << "; local SGD on " << replicas << " ranks, " << rank_batch << " samples each, parameters averaged every "
-        << o.sync_every << " steps";
-  if (zero)
-    log << "; ZeRO-" << zero_stage << " on " << replicas << ranks_name << ", " << rank_batch << " samples each, "
-        << (zero_stage == 1 ? "optimizer states" : zero_stage == 2 ? "optimizer states and gradients"
-                                                                   : "optimizer states, gradients and parameters")
-        << " sharded in " << zero->buckets() << (zero_stage == 3 ? " layers" : " buckets");
-  log << "\n";
-  if (splits_model) log << "ranks: " << rank_layout.describe() << "\n";
-  if (stage) {
-    if (o.print_schedule)
-      log << dist::pipeline_timeline(pp_schedule, pp, o.grad_accum).draw() << "bubble: (p - 1) / (m + p - 1) = "
-          << fixed(100.0 * (pp - 1) / (o.grad_accum + pp - 1), 1) << "% of each stage's slots idle\n";
-  }
+}  // namespace
 
-  // The last checkpoint: the one resumed from, then each one saved ("": none).
-  std::string saved_in = o.resume_dir;
-  int64_t saved_step = state.step;
-  // A loss that is no longer a number means the parameters are lost, and every later step and
-  // checkpoint would carry them: stop, saving nothing over the last checkpoint.
-  auto diverged = [&](const char* what, double loss, int64_t step) {
-    throw DivergedError(str(
-        "step ", step, ": ", what, " is ", loss, ", not a finite number: training diverged. ",
-        saved_in.empty() ? std::string("No checkpoint was saved")
-                         : str("The last checkpoint, of step ", saved_step, ", is kept in ", saved_in),
-        "; nothing was saved after it. Try a lower --lr (this run: ", lr, "), --clip-grad 1",
-        o.precision == amp::Precision::fp32 ? "" : ", or --precision fp32"));
-  };
-  // With --out, the checkpoint of the step just taken: rank 0 writes it (it alone has the metrics);
-  // under ZeRO every rank writes its shard (train/checkpoint.h).
-  const bool saving = !options.out_dir.empty();
-  auto save = [&] {
-    if (metrics) metrics->flush();
-    state.epoch = state.step / steps_per_epoch;
-    state.rng = default_generator().state();
-    state.options = saved_options;
-    if (scaler) state.grad_scaler = scaler->state();
-    const auto save_files = [&](const std::string& dir) { task->save_files(dir); };
-    if (splits_model)
-      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
-                              split_model_shard(*model, optimizer_io, whole_names, tp_layout, rank_layout, rank, layers),
-                              state, task->checkpoint_metadata(), save_files);
-    else if (zero)
-      save_sharded_checkpoint(options.out_dir, group, task->model_name(), optimizer->name(),
-                              zero_shard(*zero, *model, *optimizer, param_names), state, task->checkpoint_metadata(),
-                              save_files);
-    else if (metrics)
-      save_checkpoint(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
-    saved_in = options.out_dir;
-    saved_step = state.step;
-  };
-  // Evaluates (halving the batch on out-of-memory under --auto-batch), logs, and with --out saves
-  // the checkpoint.
-  auto evaluate = [&] {
-    const Clock::time_point evaluation_start = Clock::now();
-    if (local_sgd && state.step % o.sync_every != 0) local_sgd->average_parameters();
-    // A model held in bf16 (--master-weights) takes a classifier's f32 images through autocast, as
-    // weft eval does; autocast over f32 parameters evaluates in f32, as it always has.
-    const AutocastGuard model_dtype(o.master_weights ? low_precision : std::nullopt);
-    // A bar on a terminal: a GPT's validation can take as long as many steps.
-    std::optional<monitor::ProgressBar> eval_bar;
-    const EvalProgress progress = [&](int64_t done, int64_t batches) {
-      if (!eval_bar) return;
-      eval_bar->update(done, "");
-      if (done == batches) eval_bar->erase();
-    };
-    Evaluation e;
-    for (;;) {
-      try {
-        eval_bar.reset();
-        if (interactive)
-          eval_bar.emplace(log, "evaluating", (task->eval_samples() + eval_batch - 1) / eval_batch, 1, true, 1,
-                           "batches");
-        e = task->evaluate(pipeline_forward ? static_cast<nn::Module&>(*pipeline_forward) : *model, eval_batch, loss_fn,
-                           progress);
-        break;
-      } catch (const OutOfMemoryError& error) {
-        if (!o.auto_batch || eval_batch == 1) throw;
-        eval_batch = (eval_batch + 1) / 2;
-        log << "auto-batch: evaluation ran out of memory (" << error.what() << "); evaluating in batches of "
-            << eval_batch << "\n";
-      }
-    }
-    if (!std::isfinite(e.loss)) diverged("the evaluation loss", e.loss, state.step);
-    result.evaluation = e.result;
-    result.evaluation_line = e.line;
-    log << "step " << state.step << ": " << e.line;
-    if (metrics) metrics->write(state.step, e.scalars);
-    if (saving) {
-      save();
-      log << "; checkpoint in " << o.out_dir;
-    }
-    log << "\n";
-    last_evaluation_s = seconds_since(evaluation_start);
-  };
+TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive,
+                  dist::ProcessGroup& group) {
+  const Clock::time_point start = Clock::now();
+  check_launch(options, group);
+  Run run(options, rank0_log, rank0_interactive, group);
+  const TrainOptions& o = run.o;
+  std::ostream& log = run.log;
+  TrainerState& state = run.state;
+  TrainResult& result = run.result;
+  run.build_model();
+  run.resume_and_start();
+  run.plan_steps(start);
 
   std::optional<StepProfiler> profiler;
-  if (!o.profile_trace.empty()) profiler.emplace(o, planned_steps, *model);
-
+  if (!o.profile_trace.empty()) profiler.emplace(o, run.planned_steps, *run.model);
   CachingAllocator::cpu().reset_peak_stats();
-  // The bytes this rank hands its groups' operations, data- and model-parallel, over the run.
-  auto bytes_communicated = [&] {
-    int64_t bytes = data_group.status().bytes_issued;
-    for (const auto* g : {tp_group.get(), pp_group.get()})
-      if (g) bytes += g->status().bytes_issued;
-    return bytes;
-  };
-  const int64_t bytes_before = bytes_communicated();
-  const int64_t first_step = state.step;
+  const int64_t bytes_before = run.plan.bytes_communicated();
+  const int64_t first_step = state.step, planned_steps = run.planned_steps, steps_per_epoch = run.steps_per_epoch;
   const StopOnSignal stop;
-  double train_seconds = 0;
-  double window_loss = 0, epoch_loss = 0;
-  int64_t window_items = 0, window_correct = 0, window_steps = 0, epoch_items = 0, epoch_correct = 0;
-  Clock::time_point window_start = Clock::now();
+  double train_seconds = 0, epoch_loss = 0;
+  int64_t epoch_items = 0, epoch_correct = 0;
+  run.window_start = Clock::now();
   std::optional<monitor::ProgressBar> bar;
   std::string shown;  // the epoch's running loss (and accuracy), on the bar from the first step
-  model->train();
+  run.model->train();
   while (state.step < planned_steps) {
     if (profiler) profiler->before(state.step);
     const Clock::time_point step_start = Clock::now();
     std::optional<monitor::PhaseScope> step_scope(std::in_place, "step");
     const int64_t epoch = state.step / steps_per_epoch, batch_in_epoch = state.step % steps_per_epoch;
-    if (!bar) loader.start_epoch(epoch, batch_in_epoch);
-    std::optional<data::Batch> batch = loader.next();
+    if (!bar) run.loader->start_epoch(epoch, batch_in_epoch);
+    std::optional<data::Batch> batch = run.loader->next();
     WEFT_CHECK(batch.has_value(), Error, "the data loader ran out of batches at step ", state.step);
-    int64_t items = batch->targets.numel();  // this rank's; the batch's after the ranks agree below
+    int64_t items = batch->targets.numel();  // this rank's; the batch's after the ranks agree
     if (!bar) {
-      bar.emplace(log, str("epoch ", epoch + 1, "/", epochs),
-                  std::min(steps_per_epoch, planned_steps - epoch * steps_per_epoch), items * replicas, interactive, o.log_every,
-                  task->items());
+      bar.emplace(log, str("epoch ", epoch + 1, "/", run.epochs),
+                  std::min(steps_per_epoch, planned_steps - epoch * steps_per_epoch), items * run.plan.replicas(),
+                  run.interactive, o.log_every, run.task->items());
       epoch_loss = 0;
       epoch_items = epoch_correct = 0;
     }
-    optim::set_scheduled_lr(*optimizer, *schedule, state.step);
-    fail_rank_if_asked(rank, state.step + 1);
-    StepTally tally = take_gradients(*batch, backward_norm ? &*backward_norm : nullptr);
-    // What ends the run is decided once for every rank: a signal or the time limit one rank saw
-    // first, a loss that stopped being a number on any; the loss and counts logged are the batch's.
-    const double average_step_s = (train_seconds + seconds_since(step_start)) / static_cast<double>(state.step + 1 - first_step);
+    optim::set_scheduled_lr(*run.optimizer, *run.schedule, state.step);
+    fail_rank_if_asked(group.rank(), state.step + 1);
+    StepTally tally = run.take_gradients(*batch, run.backward_norm ? &*run.backward_norm : nullptr);
+    const double average_step_s =
+        (train_seconds + seconds_since(step_start)) / static_cast<double>(state.step + 1 - first_step);
     bool stop_now = !stop.received().empty(),
-         time_up = o.time_limit > 0 && seconds_since(start) + evaluation_estimate(average_step_s) >= o.time_limit;
-    if (distributed) {
-      Tensor agreed = Tensor::from_vector<double>(
-          {tally.loss_sum, static_cast<double>(items), static_cast<double>(tally.correct), stop_now ? 1.0 : 0.0,
-           time_up ? 1.0 : 0.0},
-          {5});
-      group.all_reduce(agreed, dist::ReduceOp::sum);
-      // The ranks of a tensor-parallel group, and the stages of a pipeline, count the same batch;
-      // a pipeline's last stage alone has its loss.
-      const std::vector<double> a = agreed.to_vector<double>();
-      tally.loss_sum = a[0] / tp;
-      items = static_cast<int64_t>(a[1]) / (tp * pp);
-      tally.correct = static_cast<int64_t>(a[2]) / (tp * pp);
-      stop_now = a[3] > 0;
-      time_up = a[4] > 0;
-    }
+         time_up = o.time_limit > 0 && seconds_since(start) + run.evaluation_estimate(average_step_s) >= o.time_limit;
+    run.agree(tally, items, stop_now, time_up);
     // fp16's loss scaler skips the steps whose loss or gradients overflow f16, and says when that
     // persists.
-    if (!scaler && !std::isfinite(tally.loss_sum)) diverged("the training loss", tally.loss_sum, state.step + 1);
-    {
-      monitor::PhaseScope phase("optimizer");
-      // Clipping's scaling rides in the optimizer's pass (bit for bit clip_grad_norm's): the
-      // grads are read once for the norm and once for the update, never rewritten.
-      double grad_factor = 1;
-      if (clip_grad > 0) {
-        if (scaler) scaler->unscale_(*optimizer);
-        const double norm = splits_model  ? split_model_grad_norm(param_names, grad_squares(*model, zero), tp_layout,
-                                                                  rank_layout, layers, zero.has_value(), group)
-                            : zero          ? zero->grad_norm()
-                            : backward_norm ? backward_norm->norm()
-                                            : optim::grad_norm(model->parameters());
-        grad_factor = optim::clip_coefficient(norm, clip_grad);
-      }
-      apply_update(*optimizer, scaler_ptr, state.step + 1, log, grad_factor);
-      if (zero) zero->finish_step();
-    }
+    if (!run.scaler && !std::isfinite(tally.loss_sum)) run.diverged("the training loss", tally.loss_sum, state.step + 1);
+    run.update();
     step_scope.reset();
     const double step_seconds = seconds_since(step_start);
     if (profiler) profiler->after(state.step, step_seconds);
     ++state.step;
     monitor::report_progress(state.step);
-    if (local_sgd && state.step % o.sync_every == 0) local_sgd->average_parameters();
+    run.plan.mode().after_step(state.step);
     train_seconds += step_seconds;
     result.items += items;
 
-    window_loss += tally.loss_sum;
-    window_correct += tally.correct;
-    window_items += items;
-    ++window_steps;
+    run.window_loss += tally.loss_sum;
+    run.window_correct += tally.correct;
+    run.window_items += items;
+    ++run.window_steps;
     epoch_loss += tally.loss_sum;
     epoch_correct += tally.correct;
     epoch_items += items;
     shown = "loss " + fixed(epoch_loss / static_cast<double>(epoch_items), 4);
-    if (task->tallies_accuracy()) shown += " acc " + fixed(100.0 * epoch_correct / epoch_items, 2) + "%";
+    if (run.task->tallies_accuracy()) shown += " acc " + fixed(100.0 * epoch_correct / epoch_items, 2) + "%";
     const bool last = state.step == planned_steps;
-    if (window_steps == o.log_every || last) {
-      result.train_loss = window_loss / static_cast<double>(window_items);
-      const MemoryStats memory = CachingAllocator::cpu().stats();
-      nlohmann::json scalars = {{"train/loss", result.train_loss}, {"train/lr", optimizer->lr()},
-                                {str("train/", task->items(), "_per_s"), window_items / seconds_since(window_start)},
-                                {"memory/allocated_bytes", memory.allocated_bytes},
-                                {"memory/reserved_bytes", memory.reserved_bytes}};
-      if (task->tallies_accuracy()) scalars["train/accuracy"] = static_cast<double>(window_correct) / window_items;
-      if (scaler) {
-        scalars["amp/loss_scale"] = scaler->current_scale();
-        scalars["amp/skipped_steps"] = scaler->skipped_steps();
-      }
-      if (metrics) metrics->write(state.step, scalars);
-      window_loss = 0;
-      window_items = window_correct = window_steps = 0;
-      window_start = Clock::now();
-    }
+    run.log_window(last);
     bar->update(batch_in_epoch + 1, shown);
     if (batch_in_epoch + 1 == steps_per_epoch || last) {
       bar->finish(shown);
       bar.reset();
     }
-    if (eval_every > 0 && state.step % eval_every == 0 && !last) evaluate();
+    if (run.eval_every > 0 && state.step % run.eval_every == 0 && !last) run.evaluate();
     if (time_up && !last) {
       if (bar) bar->finish(shown);
       result.hit_time_limit = true;
       log << "time limit of " << o.time_limit << " s: stopped after step " << state.step << " of " << planned_steps
           << " at " << fixed(seconds_since(start), 1) << " s, leaving about "
-          << fixed(evaluation_estimate(train_seconds / static_cast<double>(state.step - first_step)), 1)
+          << fixed(run.evaluation_estimate(train_seconds / static_cast<double>(state.step - first_step)), 1)
           << " s for the final evaluation\n";
       break;
     }
@@ -946,49 +912,17 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   }
   result.steps_peak_allocated_bytes = CachingAllocator::cpu().stats().peak_allocated_bytes;
   if (state.step > first_step)
-    result.setup["communicated_bytes_per_step"] = (bytes_communicated() - bytes_before) / (state.step - first_step);
-  if (stage) {  // what the stages spent waiting on each other, against the schedule's bubble
-    Tensor waited = Tensor::from_vector<double>({pipeline_idle, pipeline_busy}, {2});
-    pp_group->all_reduce(waited, dist::ReduceOp::sum);
-    const std::vector<double> w = waited.to_vector<double>();
-    const double measured = w[1] > 0 ? w[0] / w[1] : 0, bubble = (pp - 1.0) / (o.grad_accum + pp - 1.0);
-    result.setup["pipeline_idle_fraction"] = measured;
-    result.setup["pipeline_bubble"] = bubble;
-    log << "pipeline: the stages waited " << fixed(100 * measured, 1) << "% of their step time on a neighbour; the "
-        << "bubble of " << pp << " stages and " << o.grad_accum << " micro-batches, (p - 1) / (m + p - 1), is "
-        << fixed(100 * bubble, 1) << "%\n";
-  }
+    result.setup["communicated_bytes_per_step"] = (run.plan.bytes_communicated() - bytes_before) / (state.step - first_step);
+  run.plan.report(result.setup, log);
   if (result.stopped_by.empty() || state.step == planned_steps) {
     result.stopped_by.clear();
-    evaluate();
-    result.final_evaluation_s = last_evaluation_s;
+    run.evaluate();
+    result.final_evaluation_s = run.last_evaluation_s;
   } else {
-    // Preempted: the checkpoint first, and no evaluation, which may take longer than the notice.
-    log << result.stopped_by << ": stopped after step " << state.step << " of " << planned_steps;
-    if (local_sgd && state.step % o.sync_every != 0) local_sgd->average_parameters();
-    if (saving) {
-      save();
-      log << "; checkpoint in " << o.out_dir << " (continue with " << train_command("--resume " + shell_quote(o.out_dir))
-          << ")";
-    } else {
-      log << "; nothing saved (no --out)";
-    }
-    log << "\n";
+    run.save_on_stop();
   }
-  if (profiler) result.profile = profiler->finish(o.profile_trace, low_precision, log);
-
-  result.steps = state.step;
-  result.start_step = first_step;
-  result.micro_batch = micro_batch;
-  if (scaler) {
-    result.skipped_steps = scaler->skipped_steps();
-    result.loss_scale = scaler->current_scale();
-  }
-  result.items_per_s = train_seconds > 0 ? static_cast<double>(result.items) / train_seconds : 0;
-  result.peak_allocated_bytes = CachingAllocator::cpu().stats().peak_allocated_bytes;
-  result.peak_rss_bytes = monitor::peak_rss_bytes();
-  result.wall_s = seconds_since(start);
-  return result;
+  if (profiler) result.profile = profiler->finish(o.profile_trace, run.low_precision, log);
+  return run.finish(first_step, train_seconds, start);
 }
 
 }  // namespace weft::train

@@ -1,10 +1,10 @@
-#include "weft/train/split_model.h"
+#include "weft/dist/split_model.h"
 
 #include <cmath>
 #include <functional>
 #include <set>
 
-namespace weft::train {
+namespace weft::dist {
 
 RankLayout RankLayout::of(int world, int tp, int pp) {
   const std::string flags = tp > 1 && pp > 1 ? str("--tp ", tp, " --pp ", pp) : tp > 1 ? str("--tp ", tp) : str("--pp ", pp);
@@ -40,7 +40,7 @@ std::string RankLayout::describe() const {
   return text;
 }
 
-SplitGroups split_groups(dist::ProcessGroup& world, const RankLayout& layout) {
+SplitGroups split_groups(ProcessGroup& world, const RankLayout& layout) {
   const int rank = world.rank();
   const int tp_rank = layout.tp_rank(rank), replica = layout.replica(rank), stage = layout.stage(rank);
   SplitGroups g;
@@ -52,60 +52,59 @@ SplitGroups split_groups(dist::ProcessGroup& world, const RankLayout& layout) {
 }
 
 double split_model_grad_norm(const std::vector<std::string>& names, const std::vector<double>& squares,
-                             const dist::TensorParallelLayout& tp_layout, const RankLayout& layout, int64_t layers,
-                             bool sharded_over_replicas, dist::ProcessGroup& world) {
+                             const TensorParallelLayout& tp_layout, const RankLayout& layout, int64_t layers,
+                             bool sharded_over_replicas, ProcessGroup& world) {
   WEFT_CHECK(names.size() == squares.size(), ValueError, "split_model_grad_norm: ", squares.size(), " squares for ",
              names.size(), " parameters");
   const int64_t stage = layout.stage(world.rank());
   const double replicas = sharded_over_replicas ? 1.0 : static_cast<double>(layout.replicas);
   double mine = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    if (dist::gpt_stage_of(names[i], layers, layout.pp) != stage) continue;  // the tied table's copy
+    if (gpt_stage_of(names[i], layers, layout.pp) != stage) continue;  // the tied table's copy
     const double holders = (tp_layout.contains(names[i]) ? 1.0 : static_cast<double>(layout.tp)) * replicas;
     mine += squares[i] / holders;
   }
   Tensor total = Tensor::scalar(mine, DType::f64);
-  world.all_reduce(total, dist::ReduceOp::sum);
+  world.all_reduce(total, ReduceOp::sum);
   return std::sqrt(total.item());
 }
 
-CheckpointShard split_model_shard(const nn::Module& model, const OptimizerStateIO& optimizer,
+CheckpointShard split_model_shard(const nn::Module& model, const std::map<std::string, Tensor>& optimizer_state,
                                   const std::vector<std::pair<std::string, Shape>>& whole,
-                                  const dist::TensorParallelLayout& tp_layout, const RankLayout& layout, int rank,
+                                  const TensorParallelLayout& tp_layout, const RankLayout& layout, int rank,
                                   int64_t layers) {
   WEFT_CHECK(model.named_buffers().empty(), ValueError, "a sharded checkpoint of a split model: ", model.name(),
              " has buffers, which only a GPT's split is written for");
   CheckpointShard shard{.tensors = {}, .layout = nlohmann::json::object()};
   const DType dtype = model.parameters().front().dtype();
   for (const auto& [name, shape] : whole) {
-    const int stage = static_cast<int>(dist::gpt_stage_of(name, layers, layout.pp));
+    const int stage = static_cast<int>(gpt_stage_of(name, layers, layout.pp));
     const auto split = tp_layout.find(name);
     nlohmann::json runs = nlohmann::json::array();
     if (split == tp_layout.end()) {
       runs.push_back({layout.rank_of(stage, 0, 0), 0, numel(shape)});
     } else {
       for (int t = 0; t < layout.tp; ++t) {
-        const dist::Slice s = split->second.split.slice(shape, t, layout.tp);
+        const Slice s = split->second.split.slice(shape, t, layout.tp);
         runs.push_back({layout.rank_of(stage, 0, t), s.begin, s.length, s.count, s.stride});
       }
     }
     shard.layout[name] = {{"shape", shape}, {"dtype", dtype_name(dtype)}, {"runs", runs}};
   }
-  const std::map<std::string, Tensor> state = optimizer.save();
   if (layout.replica(rank) != 0) return shard;
   auto flat = [](const Tensor& t) { return t.dim() == 0 ? t.clone() : t.contiguous().reshape({t.numel()}).clone(); };
   for (const auto& [name, p] : model.named_parameters()) {
-    if (dist::gpt_stage_of(name, layers, layout.pp) != layout.stage(rank)) continue;  // the tied table's copy
+    if (gpt_stage_of(name, layers, layout.pp) != layout.stage(rank)) continue;  // the tied table's copy
     if (!tp_layout.contains(name) && layout.tp_rank(rank) != 0) continue;
     shard.tensors[name] = flat(p.detach());
-    for (auto it = state.lower_bound(name + "."); it != state.end() && it->first.starts_with(name + "."); ++it)
+    for (auto it = optimizer_state.lower_bound(name + "."); it != optimizer_state.end() && it->first.starts_with(name + "."); ++it)
       if (it->first.find('.', name.size() + 1) == std::string::npos) shard.tensors[it->first] = flat(it->second);
   }
   return shard;
 }
 
 std::map<std::string, Tensor> split_model_state(const std::map<std::string, Tensor>& whole, const nn::Module& model,
-                                                const dist::TensorParallelLayout& tp_layout, const RankLayout& layout,
+                                                const TensorParallelLayout& tp_layout, const RankLayout& layout,
                                                 int rank) {
   std::set<std::string> mine;
   for (const auto& [name, p] : model.named_parameters()) mine.insert(name);
@@ -114,7 +113,7 @@ std::map<std::string, Tensor> split_model_state(const std::map<std::string, Tens
     const size_t dot = key.rfind('.');
     if (mine.contains(key) || (dot != std::string::npos && mine.contains(key.substr(0, dot)))) out[key] = tensor;
   }
-  return dist::slice_state_dict(out, tp_layout, layout.tp_rank(rank), layout.tp);
+  return slice_state_dict(out, tp_layout, layout.tp_rank(rank), layout.tp);
 }
 
-}  // namespace weft::train
+}  // namespace weft::dist

@@ -1,19 +1,19 @@
-#include "weft/train/pipeline_training.h"
+#include "weft/dist/forward_backward.h"
 
 #include "weft/autograd/autocast_mode.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/ops/arith.h"
 #include "weft/ops/autocast.h"
 
-namespace weft::train {
+namespace weft::dist {
 
 namespace {
 
-bool is_last(const dist::GPTStage& stage) { return stage.stage == stage.stages - 1; }
+bool is_last(const GPTStage& stage) { return stage.stage == stage.stages - 1; }
 
 // The [B, T, dim] activations the stages pass on, in the parameters' dtype (f32, or bf16 under
 // master weights: what a block puts out under autocast).
-dist::StageFunction stage_function(dist::GPTStage& stage, int64_t rows, int64_t length,
+StageFunction stage_function(GPTStage& stage, int64_t rows, int64_t length,
                                    std::function<Tensor(const Tensor&, int64_t)> forward) {
   return {.forward = std::move(forward),
           .activation = {rows, length, stage.config.dim},
@@ -22,7 +22,7 @@ dist::StageFunction stage_function(dist::GPTStage& stage, int64_t rows, int64_t 
 
 }  // namespace
 
-PipelineTally pipeline_step(dist::GPTStage& stage, dist::ProcessGroup& stages, dist::PipelineSchedule schedule,
+PipelineTally pipeline_step(GPTStage& stage, ProcessGroup& stages, PipelineSchedule schedule,
                             optim::Optimizer& optimizer, const data::Batch& batch, int64_t micro_batches,
                             std::optional<DType> low_precision, const LossFn& loss) {
   optimizer.zero_grad();
@@ -30,14 +30,14 @@ PipelineTally pipeline_step(dist::GPTStage& stage, dist::ProcessGroup& stages, d
   const double predictions = static_cast<double>(batch.targets.numel());
   AutocastCopies copies(optimizer.params(), optimizer.low_precision_copies());
   AutocastGuard autocast(low_precision);
-  const dist::StageFunction function = stage_function(stage, rows, length, [&](const Tensor& x, int64_t micro) {
+  const StageFunction function = stage_function(stage, rows, length, [&](const Tensor& x, int64_t micro) {
     const Tensor y = stage(x);
     if (!is_last(stage)) return y;
     const Tensor targets = batch.targets.narrow(0, micro * rows, rows).reshape({-1});
     return mul(loss(y.view({targets.numel(), y.size(-1)}), targets), 1.0 / predictions);
   });
   PipelineTally result;
-  result.pipeline = dist::run_pipeline_step(stages, schedule, micro_batches, function, [&](int64_t micro) {
+  result.pipeline = run_pipeline_step(stages, schedule, micro_batches, function, [&](int64_t micro) {
     return batch.inputs.narrow(0, micro * rows, rows);
   });
   stage.tie_gradients(stages);
@@ -45,14 +45,14 @@ PipelineTally pipeline_step(dist::GPTStage& stage, dist::ProcessGroup& stages, d
   return result;
 }
 
-PipelineForward::PipelineForward(std::shared_ptr<dist::GPTStage> stage, dist::ProcessGroup& stages)
+PipelineForward::PipelineForward(std::shared_ptr<GPTStage> stage, ProcessGroup& stages)
     : Module("PipelineForward"), stages_(stages) {
   register_module("stage", stage_, std::move(stage));
 }
 
 Tensor PipelineForward::forward(const Tensor& tokens) {
   const int64_t s = stage_->stage, rows = tokens.size(0), length = tokens.size(1);
-  const dist::StageFunction shape = stage_function(*stage_, rows, length, {});
+  const StageFunction shape = stage_function(*stage_, rows, length, {});
   Tensor x = tokens;
   if (s > 0) {
     x = Tensor::empty(shape.activation, shape.dtype);
@@ -64,7 +64,7 @@ Tensor PipelineForward::forward(const Tensor& tokens) {
   return Tensor::zeros({rows, length, 1});
 }
 
-LossFn pipeline_loss(dist::ProcessGroup& stages, LossFn loss) {
+LossFn pipeline_loss(ProcessGroup& stages, LossFn loss) {
   return [&stages, loss = std::move(loss)](const Tensor& outputs, const Tensor& targets) {
     const bool last = stages.rank() == stages.size() - 1;
     Tensor sum = Tensor::scalar(last ? loss(outputs, targets).item() : 0.0, DType::f64);
@@ -73,4 +73,4 @@ LossFn pipeline_loss(dist::ProcessGroup& stages, LossFn loss) {
   };
 }
 
-}  // namespace weft::train
+}  // namespace weft::dist

@@ -1,8 +1,8 @@
-// What the trainer (train/trainer.h) does for a GPT split by tensor parallelism (--parallel tp,
-// dist/tensor_parallel.h), pipeline parallelism (pp, dist/pipeline.h) or both, with data-parallel
-// replicas of the split model around them: where each rank sits and its groups, the norm of the
-// whole model's gradient for clipping, the sharded checkpoint's runs, and a rank's share of a whole
-// model's state when it resumes.
+// What a GPT split by tensor parallelism (--parallel tp, dist/tensor_parallel.h), pipeline
+// parallelism (pp, dist/pipeline.h) or both, with data-parallel replicas of the split model around
+// them, changes in training (the parallel plan, dist/parallel_plan.h, calls these): where each rank
+// sits and its groups, the norm of the whole model's gradient for clipping, the sharded
+// checkpoint's runs, and a rank's share of a whole model's state when it resumes.
 //
 // Ranks are laid out as Megatron-LM lays them out: tensor parallel innermost (its all-reduces in
 // every block are the heaviest traffic, kept on one machine where it can be), then the replicas,
@@ -13,18 +13,21 @@
 //   8 ranks, tp 2, pp 2, 2 replicas: tensor-parallel groups [0 1] [2 3] [4 5] [6 7];
 //   pipeline groups [0 4] [1 5] [2 6] [3 7]; data-parallel groups [0 2] [1 3] [4 6] [5 7]
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "weft/dist/pipeline.h"
 #include "weft/dist/process_group.h"
 #include "weft/dist/tensor_parallel.h"
-#include "weft/train/checkpoint.h"
+#include "weft/nn/module.h"
 
-namespace weft::train {
+namespace weft::dist {
 
 struct RankLayout {
   int tp = 1, pp = 1, replicas = 1;
@@ -43,9 +46,9 @@ struct RankLayout {
 // This rank's groups: tensor-parallel (tp > 1), pipeline (pp > 1, its ranks in stage order), and
 // data-parallel across the replicas (when tp or pp splits the model). Collective over `world`.
 struct SplitGroups {
-  std::unique_ptr<dist::ProcessGroup> tp, pp, data;
+  std::unique_ptr<ProcessGroup> tp, pp, data;
 };
-SplitGroups split_groups(dist::ProcessGroup& world, const RankLayout& layout);
+SplitGroups split_groups(ProcessGroup& world, const RankLayout& layout);
 
 // The 2-norm of the whole model's gradient (what clipping needs), from every rank's share;
 // collective over `world`. `squares[i]`: the squared norm of this rank's gradient of `names[i]`,
@@ -55,25 +58,43 @@ SplitGroups split_groups(dist::ProcessGroup& world, const RankLayout& layout);
 // `sharded_over_replicas`: ZeRO's pieces are apart), and the last stage's copy of the tied table
 // not at all.
 double split_model_grad_norm(const std::vector<std::string>& names, const std::vector<double>& squares,
-                             const dist::TensorParallelLayout& tp_layout, const RankLayout& layout, int64_t layers,
-                             bool sharded_over_replicas, dist::ProcessGroup& world);
+                             const TensorParallelLayout& tp_layout, const RankLayout& layout, int64_t layers,
+                             bool sharded_over_replicas, ProcessGroup& world);
 
-// This rank's part of a sharded checkpoint (train/checkpoint.h): on the first replica's ranks
+// How optimizer state goes into and comes out of a checkpoint (train/checkpoint.h): one process's
+// state, keyed by the model's parameter names. A sharded optimizer (ZeRO) gathers its shards in
+// `save` and takes its shards in `load`.
+struct OptimizerStateIO {
+  std::string name;  // the optimizer's ("AdamW"), which a resume must match
+  std::function<std::map<std::string, Tensor>()> save;
+  // `keyed_by_name` false: a checkpoint written before state was keyed by name, keyed by position.
+  std::function<void(const std::map<std::string, Tensor>& dict, bool keyed_by_name)> load;
+};
+
+// What one rank contributes to a sharded checkpoint (train/checkpoint.h writes it).
+struct CheckpointShard {
+  std::map<std::string, Tensor> tensors;  // this rank's runs: "NAME", "NAME.FIELD", "NAME.step"
+  // Used from rank 0: every parameter's and buffer's shape, dtype and runs,
+  // {"NAME": {"shape": [...], "dtype": "bf16", "runs": [[rank, begin, length], ...]}}.
+  nlohmann::json layout;
+};
+
+// This rank's part of a sharded checkpoint: on the first replica's ranks
 // (`writes`), the parameters of its stage (the last stage's copy of the tied table left out) or
 // its slices of them, strided runs of the whole (io/sharded_checkpoint.h), with their optimizer
 // state; a parameter every tensor-parallel rank holds whole is written by the group's first. The
 // layout (used from rank 0) names for each of the whole model's parameters (`whole`: names and
-// shapes) the world ranks holding its runs. `optimizer.save()` is called on every rank (under
-// ZeRO-1 it gathers the replicas' shards: collective over the data-parallel group).
-CheckpointShard split_model_shard(const nn::Module& model, const OptimizerStateIO& optimizer,
+// shapes) the world ranks holding its runs. `optimizer_state` is one process's optimizer state of
+// this rank's parameters, keyed by name (under ZeRO-1, gathered over the replicas).
+CheckpointShard split_model_shard(const nn::Module& model, const std::map<std::string, Tensor>& optimizer_state,
                                   const std::vector<std::pair<std::string, Shape>>& whole,
-                                  const dist::TensorParallelLayout& tp_layout, const RankLayout& layout, int rank,
+                                  const TensorParallelLayout& tp_layout, const RankLayout& layout, int rank,
                                   int64_t layers);
 
 // A whole model's state dict (or an optimizer's, "NAME.FIELD") -> this rank's: its stage's entries
 // (all when pp is 1), each split one cut to the rank's slice.
 std::map<std::string, Tensor> split_model_state(const std::map<std::string, Tensor>& whole, const nn::Module& model,
-                                                const dist::TensorParallelLayout& tp_layout, const RankLayout& layout,
+                                                const TensorParallelLayout& tp_layout, const RankLayout& layout,
                                                 int rank);
 
-}  // namespace weft::train
+}  // namespace weft::dist
