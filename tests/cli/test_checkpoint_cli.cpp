@@ -51,27 +51,30 @@ void write_corpus(const std::string& path) {
   for (int i = 0; i < 100; ++i) text << "line " << i << " of a small corpus about the sea\n%\n";
 }
 
-TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
+// `weft train FLAGS` killed at every 4th operation of its saves in turn: what is left resumes to the
+// weights and logs of a run never killed, and no leftover survives the resumed run. `kills` gets
+// the kills' lines ("injected kill at operation N (what path)").
+void expect_every_kill_loses_nothing(const std::string& flags, std::vector<std::string>& kills) {
   TempDir dir;
   write_corpus(dir.file("text.txt"));
   // Two checkpoints, at steps 2 and 4.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 4 "
-                            "--eval-every 2 --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --out ";
+                            "--eval-every 2 --log-every 1 --threads 1 " + flags + " --data " + dir.file("text.txt") + " --out ";
   Outcome straight = weft_cli(train + dir.file("straight"));
   ASSERT_EQ(straight.status, 0) << straight.output;
   const std::string expected = io::read_file(dir.file("straight/model.safetensors"));
   const std::vector<std::string> expected_log = logged(dir.file("straight"));
   ASSERT_EQ(expected_log.front().substr(0, 8), "jsonl 1 ");
 
-  int kills = 0;
   for (int n = 1;; n += 4) {
     const std::string out = dir.file("killed-" + std::to_string(n));
     ::setenv("WEFT_FAULT_AT", (std::to_string(n) + ":kill").c_str(), 1);
     Outcome killed = weft_cli(train + out);
     ::unsetenv("WEFT_FAULT_AT");
     if (killed.status == 0) break;  // past the last operation of the last save
-    ++kills;
-    ASSERT_TRUE(contains(killed.output, "injected kill at operation " + std::to_string(n))) << killed.output;
+    const size_t line = killed.output.find("injected kill at operation " + std::to_string(n) + " ");
+    ASSERT_NE(line, std::string::npos) << killed.output;
+    kills.push_back(killed.output.substr(line, killed.output.find('\n', line) - line));
     // Killed in the first save, there is nothing to resume; after it, there is step 2 or 4.
     const bool resumable = fs::is_symlink(out + "/latest");
     Outcome resumed = weft_cli(train + out + (resumable ? " --resume " + out : " --overwrite"));
@@ -85,7 +88,23 @@ TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
       EXPECT_FALSE(leftover) << "killed at operation " << n << ", left " << name;
     }
   }
-  EXPECT_GT(kills, 10) << "both saves' operations are reached";
+  EXPECT_GT(kills.size(), 10u) << "both saves' operations are reached";
+}
+
+TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
+  std::vector<std::string> kills;
+  expect_every_kill_loses_nothing("", kills);
+}
+
+// --async-save: the kills land in the thread that writes the checkpoint while the steps after it
+// run, and lose nothing either.
+TEST(CheckpointCli, AKilledBackgroundSaveResumesToTheWeightsOfARunNeverKilled) {
+  std::vector<std::string> kills;
+  expect_every_kill_loses_nothing("--async-save", kills);
+  int in_background = 0;
+  for (const std::string& kill : kills)
+    in_background += contains(kill, "model.safetensors") || contains(kill, "optimizer.safetensors");
+  EXPECT_GT(in_background, 3) << "the model's and optimizer's files are written in the background";
 }
 
 // Starts `weft args` with its output in `log`, returning its pid.

@@ -758,6 +758,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   // With --out, the checkpoint of the step just taken: rank 0 writes it (it alone has the metrics);
   // under ZeRO every rank writes its shard (train/checkpoint.h).
   const bool saving = !options.out_dir.empty();
+  CheckpointSaver saver(o.async_save);
   auto save = [&] {
     if (metrics) metrics->flush();
     state.epoch = state.step / steps_per_epoch;
@@ -774,7 +775,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
                               zero_shard(*zero, *model, *optimizer, param_names), state, task->checkpoint_metadata(),
                               save_files);
     else if (metrics)
-      save_checkpoint(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
+      saver.save(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
     saved_in = options.out_dir;
     saved_step = state.step;
   };
@@ -992,6 +993,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
     }
     log << "\n";
   }
+  saver.wait();
   if (profiler) result.profile = profiler->finish(o.profile_trace, low_precision, log);
 
   result.steps = state.step;
