@@ -188,11 +188,13 @@ void CheckpointSaver::save(const std::string& dir, const nn::Module& model, cons
   if (!background_) return save_checkpoint(dir, model, model_name, optimizer, state, model_metadata, save_files);
   wait();
   auto checkpoint = std::make_unique<io::CheckpointWriter>(dir, state.step);
-  NoGradGuard no_grad;
   std::vector<std::pair<std::string, Tensor>> weights;
-  for (const auto& [name, tensor] : model.state_dict()) weights.emplace_back(name, tensor.clone());
   std::map<std::string, Tensor> optimizer_state;
-  for (const auto& [name, tensor] : optimizer.save()) optimizer_state.emplace(name, tensor.clone());
+  {
+    NoGradGuard no_grad;
+    for (const auto& [name, tensor] : model.state_dict()) weights.emplace_back(name, tensor.clone());
+    for (const auto& [name, tensor] : optimizer.save()) optimizer_state.emplace(name, tensor.clone());
+  }
   if (save_files) save_files(checkpoint->staging());
   writer_ = std::thread([this, checkpoint = std::move(checkpoint), weights = std::move(weights),
                          optimizer_state = std::move(optimizer_state), model_name, optimizer_name = optimizer.name,
