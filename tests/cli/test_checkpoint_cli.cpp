@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,6 +108,40 @@ TEST(CheckpointCli, AKilledBackgroundSaveResumesToTheWeightsOfARunNeverKilled) {
   EXPECT_GT(in_background, 3) << "the model's and optimizer's files are written in the background";
 }
 
+// A save failing (ENOSPC) at any operation, in the background or not, ends the run alike: exit
+// status 2, the same one line on stderr (a save later, for a background save), and the same
+// checkpoint current.
+TEST(CheckpointCli, AFailedBackgroundSaveEndsTheRunAsABlockingOneDoes) {
+  TempDir dir;
+  write_corpus(dir.file("text.txt"));
+  const std::string out = dir.file("run");
+  const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 4 "
+                            "--eval-every 2 --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --out " + out;
+  int in_background = 0, n = 1;
+  for (;; n += 2) {
+    Outcome outcomes[2];
+    std::string current[2];
+    for (int background : {0, 1}) {
+      fs::remove_all(out);
+      ::setenv("WEFT_FAULT_AT", std::to_string(n).c_str(), 1);
+      outcomes[background] = weft_cli(train + (background ? " --async-save" : ""), dir.file("stdout"));
+      ::unsetenv("WEFT_FAULT_AT");
+      current[background] = fs::is_symlink(out + "/latest") ? fs::read_symlink(out + "/latest").string() : "";
+    }
+    if (outcomes[0].status == 0) break;  // past the last operation of the last save
+    SCOPED_TRACE("failed at operation " + std::to_string(n));
+    EXPECT_EQ(outcomes[0].status, 2) << outcomes[0].output;
+    EXPECT_EQ(outcomes[1].status, 2) << outcomes[1].output;
+    EXPECT_TRUE(contains(outcomes[0].output, "No space left on device")) << outcomes[0].output;
+    const std::regex pid(R"(\.tmp\.\d+\.)");  // an atomic write's temporary names the process
+    EXPECT_EQ(std::regex_replace(outcomes[1].output, pid, ".tmp.PID."), std::regex_replace(outcomes[0].output, pid, ".tmp.PID."));
+    EXPECT_EQ(current[1], current[0]);
+    in_background += contains(outcomes[0].output, "model.safetensors") || contains(outcomes[0].output, "optimizer.safetensors");
+  }
+  EXPECT_GT(n, 20) << "both saves' operations are reached";
+  EXPECT_GT(in_background, 3) << "the files the thread writes";
+}
+
 // Starts `weft args` with its output in `log`, returning its pid.
 pid_t start_weft(const std::string& args, const std::string& log) {
   const std::string command = "exec " + std::string(WEFT_CLI_PATH) + " " + args + " >" + log + " 2>&1";
@@ -125,15 +160,16 @@ int records_in(const std::string& metrics) {
   return lines;
 }
 
-// A preemption notice (SIGTERM) or Ctrl-C (SIGINT) mid-run: the step in flight finishes, the
-// checkpoint is written, weft exits 0 naming it, and --resume ends with the weights and logs of a
-// run never stopped.
-TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
+// A preemption notice (SIGTERM) or Ctrl-C (SIGINT) mid-run of `weft train FLAGS`: the step in
+// flight finishes, the checkpoint is written, weft exits 0 naming it, and --resume ends with the
+// weights and logs of a run never stopped.
+void expect_a_signal_stops_after_the_step(const std::string& flags) {
   TempDir dir;
   write_corpus(dir.file("text.txt"));
   // A constant learning rate: the stopped run planned more steps than the runs it is compared with.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 "
-                            "--schedule constant --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --json";
+                            "--schedule constant --log-every 1 --threads 1 " + flags + " --data " +
+                            dir.file("text.txt") + " --json";
   for (int signal : {SIGTERM, SIGINT}) {
     const std::string name = signal == SIGTERM ? "SIGTERM" : "SIGINT", out = dir.file("stopped-" + name);
     const pid_t pid = start_weft(train + " --steps 1000000 --out " + out, dir.file(name + ".log"));
@@ -162,6 +198,14 @@ TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
     EXPECT_EQ(io::read_file(out + "/model.safetensors"), io::read_file(straight + "/model.safetensors")) << name;
     EXPECT_EQ(logged(out), logged(straight)) << name;
   }
+}
+
+TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) { expect_a_signal_stops_after_the_step(""); }
+
+// --async-save with a save every other step: the signal's save waits for the one in flight, and
+// the run ends once its own is written.
+TEST(CheckpointCli, ASignalStopsABackgroundSavingRunAndResumeContinuesExactly) {
+  expect_a_signal_stops_after_the_step("--async-save --eval-every 2");
 }
 
 // oneDNN's f32 GEMM kernels point the stack pointer into the heap while they run, so a signal
