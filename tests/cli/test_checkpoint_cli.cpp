@@ -60,7 +60,8 @@ void expect_every_kill_loses_nothing(const std::string& flags, std::vector<std::
   write_corpus(dir.file("text.txt"));
   // Two checkpoints, at steps 2 and 4.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 4 "
-                            "--eval-every 2 --log-every 1 --threads 1 " + flags + " --data " + dir.file("text.txt") + " --out ";
+                            "--eval-every 2 --log-every 1 --threads 1 " + flags + " --data " + dir.file("text.txt") +
+                            " --out ";
   Outcome straight = weft_cli(train + dir.file("straight"));
   ASSERT_EQ(straight.status, 0) << straight.output;
   const std::string expected = io::read_file(dir.file("straight/model.safetensors"));
@@ -134,9 +135,11 @@ TEST(CheckpointCli, AFailedBackgroundSaveEndsTheRunAsABlockingOneDoes) {
     EXPECT_EQ(outcomes[1].status, 2) << outcomes[1].output;
     EXPECT_TRUE(contains(outcomes[0].output, "No space left on device")) << outcomes[0].output;
     const std::regex pid(R"(\.tmp\.\d+\.)");  // an atomic write's temporary names the process
-    EXPECT_EQ(std::regex_replace(outcomes[1].output, pid, ".tmp.PID."), std::regex_replace(outcomes[0].output, pid, ".tmp.PID."));
+    EXPECT_EQ(std::regex_replace(outcomes[1].output, pid, ".tmp.PID."),
+              std::regex_replace(outcomes[0].output, pid, ".tmp.PID."));
     EXPECT_EQ(current[1], current[0]);
-    in_background += contains(outcomes[0].output, "model.safetensors") || contains(outcomes[0].output, "optimizer.safetensors");
+    in_background +=
+        contains(outcomes[0].output, "model.safetensors") || contains(outcomes[0].output, "optimizer.safetensors");
   }
   EXPECT_GT(n, 20) << "both saves' operations are reached";
   EXPECT_GT(in_background, 3) << "the files the thread writes";
