@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,27 +52,31 @@ void write_corpus(const std::string& path) {
   for (int i = 0; i < 100; ++i) text << "line " << i << " of a small corpus about the sea\n%\n";
 }
 
-TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
+// `weft train FLAGS` killed at every 4th operation of its saves in turn: what is left resumes to the
+// weights and logs of a run never killed, and no leftover survives the resumed run. `kills` gets
+// the kills' lines ("injected kill at operation N (what path)").
+void expect_every_kill_loses_nothing(const std::string& flags, std::vector<std::string>& kills) {
   TempDir dir;
   write_corpus(dir.file("text.txt"));
   // Two checkpoints, at steps 2 and 4.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 4 "
-                            "--eval-every 2 --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --out ";
+                            "--eval-every 2 --log-every 1 --threads 1 " + flags + " --data " + dir.file("text.txt") +
+                            " --out ";
   Outcome straight = weft_cli(train + dir.file("straight"));
   ASSERT_EQ(straight.status, 0) << straight.output;
   const std::string expected = io::read_file(dir.file("straight/model.safetensors"));
   const std::vector<std::string> expected_log = logged(dir.file("straight"));
   ASSERT_EQ(expected_log.front().substr(0, 8), "jsonl 1 ");
 
-  int kills = 0;
   for (int n = 1;; n += 4) {
     const std::string out = dir.file("killed-" + std::to_string(n));
     ::setenv("WEFT_FAULT_AT", (std::to_string(n) + ":kill").c_str(), 1);
     Outcome killed = weft_cli(train + out);
     ::unsetenv("WEFT_FAULT_AT");
     if (killed.status == 0) break;  // past the last operation of the last save
-    ++kills;
-    ASSERT_TRUE(contains(killed.output, "injected kill at operation " + std::to_string(n))) << killed.output;
+    const size_t line = killed.output.find("injected kill at operation " + std::to_string(n) + " ");
+    ASSERT_NE(line, std::string::npos) << killed.output;
+    kills.push_back(killed.output.substr(line, killed.output.find('\n', line) - line));
     // Killed in the first save, there is nothing to resume; after it, there is step 2 or 4.
     const bool resumable = fs::is_symlink(out + "/latest");
     Outcome resumed = weft_cli(train + out + (resumable ? " --resume " + out : " --overwrite"));
@@ -85,7 +90,59 @@ TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
       EXPECT_FALSE(leftover) << "killed at operation " << n << ", left " << name;
     }
   }
-  EXPECT_GT(kills, 10) << "both saves' operations are reached";
+  EXPECT_GT(kills.size(), 10u) << "both saves' operations are reached";
+}
+
+TEST(CheckpointCli, AKilledSaveResumesToTheWeightsOfARunNeverKilled) {
+  std::vector<std::string> kills;
+  expect_every_kill_loses_nothing("", kills);
+}
+
+// --async-save: the kills land in the thread that writes the checkpoint while the steps after it
+// run, and lose nothing either.
+TEST(CheckpointCli, AKilledBackgroundSaveResumesToTheWeightsOfARunNeverKilled) {
+  std::vector<std::string> kills;
+  expect_every_kill_loses_nothing("--async-save", kills);
+  int in_background = 0;
+  for (const std::string& kill : kills)
+    in_background += contains(kill, "model.safetensors") || contains(kill, "optimizer.safetensors");
+  EXPECT_GT(in_background, 3) << "the model's and optimizer's files are written in the background";
+}
+
+// A save failing (ENOSPC) at any operation, in the background or not, ends the run alike: exit
+// status 2, the same one line on stderr (a save later, for a background save), and the same
+// checkpoint current.
+TEST(CheckpointCli, AFailedBackgroundSaveEndsTheRunAsABlockingOneDoes) {
+  TempDir dir;
+  write_corpus(dir.file("text.txt"));
+  const std::string out = dir.file("run");
+  const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --steps 4 "
+                            "--eval-every 2 --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --out " + out;
+  int in_background = 0, n = 1;
+  for (;; n += 2) {
+    Outcome outcomes[2];
+    std::string current[2];
+    for (int background : {0, 1}) {
+      fs::remove_all(out);
+      ::setenv("WEFT_FAULT_AT", std::to_string(n).c_str(), 1);
+      outcomes[background] = weft_cli(train + (background ? " --async-save" : ""), dir.file("stdout"));
+      ::unsetenv("WEFT_FAULT_AT");
+      current[background] = fs::is_symlink(out + "/latest") ? fs::read_symlink(out + "/latest").string() : "";
+    }
+    if (outcomes[0].status == 0) break;  // past the last operation of the last save
+    SCOPED_TRACE("failed at operation " + std::to_string(n));
+    EXPECT_EQ(outcomes[0].status, 2) << outcomes[0].output;
+    EXPECT_EQ(outcomes[1].status, 2) << outcomes[1].output;
+    EXPECT_TRUE(contains(outcomes[0].output, "No space left on device")) << outcomes[0].output;
+    const std::regex pid(R"(\.tmp\.\d+\.)");  // an atomic write's temporary names the process
+    EXPECT_EQ(std::regex_replace(outcomes[1].output, pid, ".tmp.PID."),
+              std::regex_replace(outcomes[0].output, pid, ".tmp.PID."));
+    EXPECT_EQ(current[1], current[0]);
+    in_background +=
+        contains(outcomes[0].output, "model.safetensors") || contains(outcomes[0].output, "optimizer.safetensors");
+  }
+  EXPECT_GT(n, 20) << "both saves' operations are reached";
+  EXPECT_GT(in_background, 3) << "the files the thread writes";
 }
 
 // Starts `weft args` with its output in `log`, returning its pid.
@@ -106,15 +163,16 @@ int records_in(const std::string& metrics) {
   return lines;
 }
 
-// A preemption notice (SIGTERM) or Ctrl-C (SIGINT) mid-run: the step in flight finishes, the
-// checkpoint is written, weft exits 0 naming it, and --resume ends with the weights and logs of a
-// run never stopped.
-TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
+// A preemption notice (SIGTERM) or Ctrl-C (SIGINT) mid-run of `weft train FLAGS`: the step in
+// flight finishes, the checkpoint is written, weft exits 0 naming it, and --resume ends with the
+// weights and logs of a run never stopped.
+void expect_a_signal_stops_after_the_step(const std::string& flags) {
   TempDir dir;
   write_corpus(dir.file("text.txt"));
   // A constant learning rate: the stopped run planned more steps than the runs it is compared with.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 "
-                            "--schedule constant --log-every 1 --threads 1 --data " + dir.file("text.txt") + " --json";
+                            "--schedule constant --log-every 1 --threads 1 " + flags + " --data " +
+                            dir.file("text.txt") + " --json";
   for (int signal : {SIGTERM, SIGINT}) {
     const std::string name = signal == SIGTERM ? "SIGTERM" : "SIGINT", out = dir.file("stopped-" + name);
     const pid_t pid = start_weft(train + " --steps 1000000 --out " + out, dir.file(name + ".log"));
@@ -143,6 +201,14 @@ TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
     EXPECT_EQ(io::read_file(out + "/model.safetensors"), io::read_file(straight + "/model.safetensors")) << name;
     EXPECT_EQ(logged(out), logged(straight)) << name;
   }
+}
+
+TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) { expect_a_signal_stops_after_the_step(""); }
+
+// --async-save with a save every other step: the signal's save waits for the one in flight, and
+// the run ends once its own is written.
+TEST(CheckpointCli, ASignalStopsABackgroundSavingRunAndResumeContinuesExactly) {
+  expect_a_signal_stops_after_the_step("--async-save --eval-every 2");
 }
 
 // oneDNN's f32 GEMM kernels point the stack pointer into the heap while they run, so a signal

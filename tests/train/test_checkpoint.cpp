@@ -1,5 +1,6 @@
 // Training checkpoints (train/checkpoint.h): a save that fails at any write, fsync or rename, or
-// on a full filesystem, leaves the previous checkpoint resuming to exactly its state; optimizer
+// on a full filesystem, blocking or in the background, leaves the previous checkpoint resuming to
+// exactly its state; optimizer
 // state is saved under the model's parameter names, checkpoints keyed by position (written
 // before) still resume to the same state, and a name the model does not have is an error that
 // says which.
@@ -292,6 +293,68 @@ TEST(TrainCheckpoint, ASaveFailingAtAnyOperationLeavesTheLastOneResumable) {
   }
   EXPECT_GT(n, 20) << "a save's writes, fsyncs and renames are all counted";
   EXPECT_EQ(kept_previous, n - 2) << "only the directory's fsync follows the pointer's rename, the commit";
+}
+
+// The state a background save writes is the state at save(), however the training that goes on
+// changes the model and the optimizer while the thread writes it.
+TEST(TrainCheckpoint, ABackgroundSaveWritesTheStateOfItsStepWhileTrainingGoesOn) {
+  testing::TempDir dir;
+  BeforeAndAfter runs;
+  manual_seed(7);
+  TrainedGpt training;  // `before`'s state, stepped on while its checkpoint is written
+  CheckpointSaver saver(/*background=*/true);
+  // The step in the task's files runs after the copies are taken and before the thread starts,
+  // every time; the one after save() returns runs beside the thread.
+  saver.save(dir.path(), training.model, "gpt", optimizer_state_io(training.model, training.optimizer), at_step(2), {},
+             [&](const std::string& staging) {
+               write_tokenizer(staging);
+               training.step();
+             });
+  training.step();
+  saver.wait();
+  EXPECT_EQ(expect_resumes_whole(dir.path(), runs.before, runs.after), 2);
+}
+
+// A background save failing at any operation: save() or the wait() after it throws the blocking
+// save's IOError, the previous checkpoint stays current (the new one once the pointer moved), and
+// the next save removes what the failed one left.
+TEST(TrainCheckpoint, ABackgroundSaveFailingAtAnyOperationLeavesTheLastOneResumable) {
+  BeforeAndAfter runs;
+  const OptimizerStateIO after_state = optimizer_state_io(runs.after.model, runs.after.optimizer);
+  int64_t n = 1, failed_in_background = 0;
+  for (;; ++n) {
+    testing::TempDir dir;
+    save_checkpoint(dir.path(), runs.before.model, "gpt", runs.before.optimizer, at_step(2), {}, write_tokenizer);
+    CheckpointSaver saver(/*background=*/true);
+    io::inject_fault_at(n);
+    std::string message;
+    bool started = false;
+    try {
+      saver.save(dir.path(), runs.after.model, "gpt", after_state, at_step(3), {}, write_tokenizer);
+      started = true;
+      saver.wait();
+    } catch (const IOError& e) {
+      message = e.what();
+    }
+    const int64_t seen = io::fault_points_seen();
+    io::inject_fault_at(0);
+    if (message.empty()) {
+      EXPECT_LT(seen, n) << "operation " << n << " was told to fail and the save passed";
+      break;
+    }
+    SCOPED_TRACE("failed at operation " + std::to_string(n));
+    failed_in_background += started;
+    EXPECT_TRUE(contains(message, dir.path())) << "names the path: " << message;
+    EXPECT_TRUE(contains(message, "No space left on device")) << message;
+    expect_resumes_whole(dir.path(), runs.before, runs.after);
+
+    saver.save(dir.path(), runs.after.model, "gpt", after_state, at_step(3), {}, write_tokenizer);
+    saver.wait();
+    EXPECT_EQ(expect_resumes_whole(dir.path(), runs.before, runs.after), 3);
+    expect_one_checkpoint(dir.path());
+  }
+  EXPECT_GT(n, 20) << "a save's writes, fsyncs and renames are all counted";
+  EXPECT_GT(failed_in_background, 10) << "the model's and optimizer's files, trainer.json and the commit";
 }
 
 // A filesystem of 1 MiB (tmpfs, when this process may mount one) filled until the next save fits

@@ -84,6 +84,16 @@ TEST_F(TrainerTest, SameSeedAndThreadsGiveBitIdenticalParameters) {
   EXPECT_NE(bytes_of("a", "model.safetensors"), bytes_of("c", "model.safetensors"));
 }
 
+// --async-save writes what a blocking save writes, each epoch's checkpoint while the next epoch runs.
+TEST_F(TrainerTest, SavingInTheBackgroundWritesTheBytesOfABlockingSave) {
+  run(small("blocking"));
+  TrainOptions background = small("background");
+  background.async_save = true;
+  run(background);
+  EXPECT_EQ(bytes_of("blocking", "model.safetensors"), bytes_of("background", "model.safetensors"));
+  EXPECT_EQ(bytes_of("blocking", "optimizer.safetensors"), bytes_of("background", "optimizer.safetensors"));
+}
+
 // With a schedule that depends only on the step (cosine's horizon is --epochs itself).
 TEST_F(TrainerTest, ResumingAfterOneEpochEqualsTrainingTwo) {
   TrainOptions straight = small("straight");
@@ -401,6 +411,24 @@ TEST_F(TrainerTest, RejectsBadOptions) {
   o = small("bad");
   o.precision = amp::Precision::bf16_pure;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(o); }), "bf16-pure is priced by weft plan but not trained"));
+}
+
+// A background save writes one process's checkpoint into --out; sharded ones stay blocking.
+TEST(TrainOptionsTest, AsyncSaveNeedsAnOutDirectoryAndAOneProcessCheckpoint) {
+  TrainOptions o;
+  o.model = "gpt";
+  o.async_save = true;
+  EXPECT_EQ(message_of<ValueError>([&] { o.validate(); }),
+            "--async-save: saves checkpoints into --out, and no --out is given");
+  o.out_dir = "run";
+  o.validate();
+  o.parallel = "zero2";
+  EXPECT_EQ(message_of<ValueError>([&] { o.validate(); }),
+            "--async-save: sharded checkpoints (--parallel zero2) are saved blocking; leave --async-save out");
+  o.parallel = "dp,pp";
+  o.pp = 2;
+  o.grad_accum = 2;
+  EXPECT_TRUE(contains(message_of<ValueError>([&] { o.validate(); }), "--async-save: sharded checkpoints"));
 }
 
 // Every option a run records is decided for a launch of several ranks: agreed across them

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "weft/autograd/grad_mode.h"
 #include "weft/infer/load.h"
 #include "weft/infer/metadata.h"
 #include "weft/io/atomic_file.h"
@@ -122,6 +123,18 @@ std::map<std::string, std::string> model_file_metadata(const std::map<std::strin
   return metadata;
 }
 
+// What save_checkpoint writes after the staging directory is made and before the task's files.
+void write_model_and_state(const std::string& staging, const std::vector<std::pair<std::string, Tensor>>& weights,
+                           const std::map<std::string, Tensor>& optimizer_state, const std::string& model_name,
+                           const std::string& optimizer_name, const TrainerState& state,
+                           const std::map<std::string, std::string>& model_metadata) {
+  io::save_safetensors(model_path(staging), weights, model_file_metadata(model_metadata, model_name, state.step));
+  io::save_safetensors(optimizer_path(staging), {optimizer_state.begin(), optimizer_state.end()},
+                       {{"weft.optimizer", optimizer_name}, {"weft.step", std::to_string(state.step)},
+                        {kOptimizerKeys, kKeyedByName}});
+  write_trainer_state(staging, model_name, optimizer_name, state);
+}
+
 }  // namespace
 
 OptimizerStateIO optimizer_state_io(const nn::Module& model, optim::Optimizer& optimizer) {
@@ -152,20 +165,48 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
                      const std::map<std::string, std::string>& model_metadata,
                      const std::function<void(const std::string&)>& save_files) {
   io::CheckpointWriter checkpoint(dir, state.step);
-  const std::string& staging = checkpoint.staging();
-  std::string step = std::to_string(state.step);
-
   nn::StateDict state_dict = model.state_dict();
-  std::vector<std::pair<std::string, Tensor>> weights(state_dict.begin(), state_dict.end());
-  io::save_safetensors(model_path(staging), weights, model_file_metadata(model_metadata, model_name, state.step));
-
-  auto optimizer_state = optimizer.save();
-  io::save_safetensors(optimizer_path(staging), {optimizer_state.begin(), optimizer_state.end()},
-                       {{"weft.optimizer", optimizer.name}, {"weft.step", step}, {kOptimizerKeys, kKeyedByName}});
-
-  write_trainer_state(staging, model_name, optimizer.name, state);
-  if (save_files) save_files(staging);
+  write_model_and_state(checkpoint.staging(), {state_dict.begin(), state_dict.end()}, optimizer.save(), model_name,
+                        optimizer.name, state, model_metadata);
+  if (save_files) save_files(checkpoint.staging());
   checkpoint.commit();
+}
+
+CheckpointSaver::~CheckpointSaver() {
+  if (writer_.joinable()) writer_.join();
+}
+
+void CheckpointSaver::wait() {
+  if (writer_.joinable()) writer_.join();
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+}
+
+void CheckpointSaver::save(const std::string& dir, const nn::Module& model, const std::string& model_name,
+                           const OptimizerStateIO& optimizer, const TrainerState& state,
+                           const std::map<std::string, std::string>& model_metadata,
+                           const std::function<void(const std::string&)>& save_files) {
+  if (!background_) return save_checkpoint(dir, model, model_name, optimizer, state, model_metadata, save_files);
+  wait();
+  auto checkpoint = std::make_unique<io::CheckpointWriter>(dir, state.step);
+  std::vector<std::pair<std::string, Tensor>> weights;
+  std::map<std::string, Tensor> optimizer_state;
+  {
+    NoGradGuard no_grad;
+    for (const auto& [name, tensor] : model.state_dict()) weights.emplace_back(name, tensor.clone());
+    for (const auto& [name, tensor] : optimizer.save()) optimizer_state.emplace(name, tensor.clone());
+  }
+  if (save_files) save_files(checkpoint->staging());
+  writer_ = std::thread([this, checkpoint = std::move(checkpoint), weights = std::move(weights),
+                         optimizer_state = std::move(optimizer_state), model_name, optimizer_name = optimizer.name,
+                         state, model_metadata] {
+    try {
+      write_model_and_state(checkpoint->staging(), weights, optimizer_state, model_name, optimizer_name, state,
+                            model_metadata);
+      checkpoint->commit();
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  });
 }
 
 nlohmann::json saved_run_options(const std::string& dir) {

@@ -42,13 +42,18 @@
 // checkpoint, once all have written. Loading assembles one process's weights and optimizer state
 // from the shards, so a sharded checkpoint resumes on any number of ranks, with or without ZeRO,
 // and consolidate_checkpoint merges it into one model file that weft eval reads.
+//
+// CheckpointSaver saves a one-process checkpoint in the background (weft train --async-save), as
+// PyTorch DCP's async_save does: the same files and the same commit, written while training goes on.
 #pragma once
 #include <array>
 #include <optional>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -85,6 +90,40 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
                      optim::Optimizer& optimizer, const TrainerState& state,
                      const std::map<std::string, std::string>& model_metadata = {},
                      const std::function<void(const std::string& dir)>& save_files = {});
+
+// save_checkpoint, blocking, or with `background` in two halves. On the caller's thread, save()
+// waits for the save in flight, creates the staging directory, copies the weights and optimizer
+// state into new tensors (the next steps change the model and the optimizer in place) and writes
+// the task's files (so that nothing the caller owns is read later); a thread of its own then writes
+// model, optimizer and trainer state and commits, as save_checkpoint does. One save at most is in
+// flight, and the copies hold as many bytes as the weights and optimizer state until it ends. A
+// killed background save is a killed save: the previous checkpoint stays current, and the next
+// save removes what it left. Its failure (IOError, as save_checkpoint's) is thrown by the next
+// save() or wait(). Sharded saves stay blocking: their agreement is collectives on the training
+// group, which completes operations in the order each rank issues them, so a background thread's
+// collectives would interleave differently on each rank with the step's own.
+class CheckpointSaver {
+ public:
+  explicit CheckpointSaver(bool background) : background_(background) {}
+  // Waits for the save in flight; its failure is dropped, as the destructor runs without wait()
+  // only while another exception ends the run.
+  ~CheckpointSaver();
+  CheckpointSaver(const CheckpointSaver&) = delete;
+  CheckpointSaver& operator=(const CheckpointSaver&) = delete;
+
+  void save(const std::string& dir, const nn::Module& model, const std::string& model_name,
+            const OptimizerStateIO& optimizer, const TrainerState& state,
+            const std::map<std::string, std::string>& model_metadata = {},
+            const std::function<void(const std::string& dir)>& save_files = {});
+  // Returns once no save is in flight; rethrows a background save's failure.
+  void wait();
+
+ private:
+  bool background_;
+  std::thread writer_;
+  std::exception_ptr failure_;
+};
+
 // Loads weights and optimizer state in place and returns the trainer state. `model_name` must
 // match the one saved (ValueError otherwise); a missing or malformed file, or weights that are not
 // the model's (infer::check_fit) → IOError / FormatError naming the file.

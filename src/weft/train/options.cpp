@@ -147,6 +147,10 @@ void TrainOptions::validate() const {
   WEFT_CHECK(!overwrite || !out_dir.empty(), ValueError, "--overwrite: deletes the run in --out, and no --out is given");
   WEFT_CHECK(!overwrite || out_dir != resume_dir, ValueError, "--overwrite: would delete the run that --resume ",
              resume_dir, " continues; continue it without --overwrite, or start a new run in another --out");
+  WEFT_CHECK(!async_save || !out_dir.empty(), ValueError,
+             "--async-save: saves checkpoints into --out, and no --out is given");
+  WEFT_CHECK(!async_save || (zero_stage() == 0 && tp == 1 && pp == 1), ValueError, "--async-save: sharded checkpoints "
+             "(--parallel ", parallel, ") are saved blocking; leave --async-save out");
   check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
   check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
   check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});

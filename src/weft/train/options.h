@@ -107,6 +107,9 @@ struct TrainOptions {
   // --out on a directory that holds another run is refused unless this is set, and then the old
   // run's files (checkpoints, metrics, events) are deleted first; other files there are kept.
   bool overwrite = false;
+  // Checkpoints written by a thread of their own while training goes on (train/checkpoint.h's
+  // CheckpointSaver); one-process checkpoints only. Off: each save holds the step until it is on disk.
+  bool async_save = false;
 
   // Profiling (docs/profiler.md): steps first..last (counted from 1, both included) are recorded
   // into a Chrome trace at `profile_trace`, and a table of the ops is printed at the end. The

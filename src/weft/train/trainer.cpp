@@ -444,6 +444,7 @@ struct Run {
   double window_loss = 0;
   int64_t window_items = 0, window_correct = 0, window_steps = 0;
   Clock::time_point window_start = Clock::now();
+  CheckpointSaver saver{given.async_save};  // last: destroyed first, waiting for a save in flight
 
   Run(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive, dist::ProcessGroup& ranks)
       : given(options),
@@ -641,8 +642,7 @@ struct Run {
       save_sharded_checkpoint(given.out_dir, group, task->model_name(), optimizer->name(), *shard, state,
                               task->checkpoint_metadata(), save_files);
     else if (metrics)
-      save_checkpoint(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(),
-                      save_files);
+      saver.save(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
     saved_in = given.out_dir;
     saved_step = state.step;
   }
@@ -921,6 +921,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   } else {
     run.save_on_stop();
   }
+  run.saver.wait();
   if (profiler) result.profile = profiler->finish(o.profile_trace, run.low_precision, log);
   return run.finish(first_step, train_seconds, start);
 }
