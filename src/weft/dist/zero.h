@@ -100,7 +100,7 @@ class ZeroDataParallel : public GradientSync {
   double grad_norm() const;
   // Per model parameter, the squared 2-norm of this rank's piece of its averaged gradient (0 where
   // the rank holds none of it). Local: the pieces' squares summed over the ranks are the
-  // parameter's (a model split by tensor or pipeline parallelism weighs them, train/split_model.h).
+  // parameter's (a model split by tensor or pipeline parallelism weighs them, dist/split_model.h).
   std::vector<double> grad_squares() const;
   // Stage 1 only (stages 2 and 3 drop each gradient as backward finishes it): ValueError for the
   // others.
