@@ -280,10 +280,11 @@ ModelDescription ModelDescription::parameters_only(int64_t count) {
 }
 
 ModelDescription ModelDescription::builtin(const std::string& name) {
-  if (name == "gpt") return gpt(nn::GPTConfig{});
   if (name == "gpt2") return gpt(kGpt2Small);
-  if (name == "mlp" || name == "cnn") return classifier(name, nn::make_image_classifier(name), {1, 28, 28});
-  throw ValueError(str("plan: unknown model '", name, "': expected ", builtin_model_names()));
+  const std::optional<nn::ModelKind> kind = nn::find_model_kind(name);
+  WEFT_CHECK(kind.has_value(), ValueError, "plan: unknown model '", name, "': expected ", builtin_model_names());
+  if (*kind == nn::ModelKind::gpt) return gpt(nn::GPTConfig{});
+  return classifier(name, nn::make_image_classifier(*kind), {1, 28, 28});
 }
 
 const char* builtin_model_names() { return "mlp, cnn, gpt or gpt2"; }
