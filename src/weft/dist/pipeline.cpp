@@ -183,10 +183,6 @@ PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule sched
   return result;
 }
 
-int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages) {
-  return nn::GPTPartition{layers, stages}.stage_of(name);
-}
-
 namespace {
 
 // The stage's blocks, each under its index in the whole model ("2", "3"), run in order.

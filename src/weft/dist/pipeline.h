@@ -77,9 +77,6 @@ struct PipelineStepResult {
 PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule schedule, int64_t micro_batches,
                                      const StageFunction& stage, const std::function<Tensor(int64_t micro)>& inputs);
 
-// nn::GPTPartition::stage_of, as the split model's checkpoints call it.
-int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages);
-
 // The GPT's stage for rank `stage` of `stages`, cut as nn::GPTPartition says: its blocks, the
 // embeddings with the first stage, the final norm and the tied output projection with the last.
 // Its parameters keep the whole model's names ("h.2.attn.c_attn.weight"), so a checkpoint's
