@@ -143,7 +143,7 @@ TEST_F(CliTest, EvalWithoutModelNameAsksForIt) {
 
 // A freshly initialised model saved as `weft train` saves one.
 void save_untrained(const std::string& file, const std::string& model_name) {
-  auto model = nn::make_image_classifier(model_name);
+  auto model = nn::make_image_classifier(nn::parse_model_kind(model_name));
   nn::StateDict state = model->state_dict();
   io::save_safetensors(file, {state.begin(), state.end()}, {{"format", "pt"}, {"weft.model", model_name}});
 }

@@ -44,7 +44,7 @@ class OutFiles : public ::testing::Test {
 
 TEST_F(OutFiles, QuantizeWritesOnlyARegularFileItMayReplace) {
   const std::string model = dir_.file("mlp.safetensors");
-  auto mlp = nn::make_image_classifier("mlp");
+  auto mlp = nn::make_image_classifier(nn::ModelKind::mlp);
   nn::StateDict state = mlp->state_dict();
   io::save_safetensors(model, {state.begin(), state.end()}, {{"format", "pt"}, {"weft.model", "mlp"}});
   fs::create_hard_link(model, dir_.file("same-model"));

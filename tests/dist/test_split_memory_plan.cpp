@@ -33,7 +33,7 @@ TEST(SplitMemoryPlan, EachRanksPeakIsWithin15PercentOfItsStagesPlan) {
                                    {"tp,pp", 2, 2, "1f1b"}, {"zero1,tp", 2, 1, "1f1b"}, {"zero1,pp", 1, 2, "1f1b"}});
   for (const Layout& l : layouts) {
     train::TrainOptions o;
-    o.model = "gpt";
+    o.model = nn::ModelKind::gpt;
     o.text.data = {"random"};
     o.text.layers = config.layers;
     o.text.heads = config.heads;

@@ -8,6 +8,7 @@
 
 #include "weft/core/random.h"
 #include "weft/dist/tensor_parallel.h"
+#include "weft/memory/model.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
 #include "weft/ops/loss.h"
@@ -163,6 +164,19 @@ TEST(TensorParallel, GptOutputsLossAndEveryGradientAreTheWholeModels) {
   for (const auto& [name, p] : whole->named_parameters()) whole_weights[name] = p.detach();
   const std::map<std::string, Tensor> sliced = slice_state_dict(whole_weights, layout, rank, size);
   for (const auto& [name, p] : split->named_parameters()) EXPECT_EQ(p.to_vector<double>(), sliced.at(name).to_vector<double>()) << name;
+}
+
+// What nn::GPTConfig::block_parameters says tensor parallelism splits is what parallelize_gpt
+// splits, and the planner's share of a rank is the tensors the rank holds.
+TEST(TensorParallel, GptSplitIsTheOneTheBlockListAndThePlannerDescribe) {
+  std::shared_ptr<nn::GPT> split = small_gpt(kGpt);
+  const TensorParallelLayout layout = parallelize_gpt(*split, group());
+  for (int64_t i = 0; i < kGpt.layers; ++i)
+    for (const nn::GPTBlockParameter& p : kGpt.block_parameters())
+      EXPECT_EQ(layout.contains(str("h.", i, ".", p.name)), p.tp_split) << p.name;
+  std::vector<int64_t> held;
+  for (const Tensor& p : split->parameters()) held.push_back(p.numel());
+  EXPECT_EQ(memory::ModelDescription::gpt(kGpt, {.tp = group().size()}).parameter_tensors(), held);
 }
 
 TEST(TensorParallel, GptHeadsOrVocabularyTheGroupDoesNotDivideAreRefused) {

@@ -80,7 +80,7 @@ struct Case {
 // A 2-block GPT on random tokens, AdamW with clipping at 1 (the GPT's defaults), two micro-batches.
 train::TrainOptions tiny_gpt(int64_t steps) {
   train::TrainOptions gpt;
-  gpt.model = "gpt";
+  gpt.model = nn::ModelKind::gpt;
   gpt.text.data = {"random"};
   gpt.text.layers = 2;
   gpt.text.heads = 2;
@@ -96,14 +96,14 @@ train::TrainOptions tiny_gpt(int64_t steps) {
 TEST(TrainDDP, RanksAtTheirShareOfTheBatchReachTheOneProcessParameters) {
   const int rank = group().rank(), size = group().size();
   train::TrainOptions mlp;
-  mlp.model = "mlp";
+  mlp.model = nn::ModelKind::mlp;
   mlp.steps = 6;
   mlp.batch_size = 64;
   mlp.eval_every = 0;
   mlp.optimizer = optim::OptimizerKind::momentum;
   mlp.lr = 0.05;
   train::TrainOptions cnn;
-  cnn.model = "cnn";
+  cnn.model = nn::ModelKind::cnn;
   cnn.steps = 4;
   cnn.batch_size = 32;
   cnn.eval_every = 0;
@@ -149,7 +149,7 @@ TEST(TrainDDP, RanksAtTheirShareOfTheBatchReachTheOneProcessParameters) {
 TEST(TrainZeRO, EveryStageTakesDDPsStepsAndSavesWhatOneProcessWould) {
   const int rank = group().rank(), size = group().size();
   train::TrainOptions mlp;
-  mlp.model = "mlp";
+  mlp.model = nn::ModelKind::mlp;
   mlp.steps = 4;
   mlp.batch_size = 64;
   mlp.eval_every = 0;
@@ -164,7 +164,7 @@ TEST(TrainZeRO, EveryStageTakesDDPsStepsAndSavesWhatOneProcessWould) {
   for (const auto& [name, options] : cases) {
     // On 4 ranks (where only the order of the sums changes) the GPT in fp32 and with master
     // weights; the sanitizer build's time goes on the 2-rank run's full set.
-    if (size > 2 && (options.model == "mlp" || (options.precision == amp::Precision::bf16 && !options.master_weights)))
+    if (size > 2 && (options.model == nn::ModelKind::mlp || (options.precision == amp::Precision::bf16 && !options.master_weights)))
       continue;
     const std::string dir = shared_directory(name);
     std::ostringstream log;
@@ -336,7 +336,7 @@ TEST(TrainDDP, CompressedGradientsAndLocalSgd) {
   const int rank = group().rank(), size = group().size();
   const std::string dir = shared_directory("less");
   train::TrainOptions o;
-  o.model = "mlp";
+  o.model = nn::ModelKind::mlp;
   o.steps = 4;
   o.batch_size = 64;
   o.eval_every = 0;

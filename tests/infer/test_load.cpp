@@ -68,13 +68,13 @@ class LoadTest : public ::testing::Test {
 TEST_F(LoadTest, F32ClassifiersFromACheckpointDirectory) {
   for (const std::string kind : {"mlp", "cnn"}) {
     manual_seed(3);
-    auto model = nn::make_image_classifier(kind);
+    auto model = nn::make_image_classifier(nn::parse_model_kind(kind));
     model->eval();
     fs::create_directories(path(kind));
     save_model(path(kind + "/model.safetensors"), *model, classifier(kind, "fashion-mnist"));
 
     infer::LoadedModel loaded = infer::load_model(path(kind));
-    EXPECT_EQ(loaded.kind, kind);
+    EXPECT_EQ(nn::model_kind_name(loaded.kind), kind);
     EXPECT_EQ(loaded.input_shape, (Shape{1, 28, 28}));
     EXPECT_EQ(loaded.labels, kFashionLabels);
     EXPECT_EQ(loaded.dtype, DType::f32);
@@ -101,7 +101,7 @@ TEST_F(LoadTest, Bf16ClassifierKeepsItsDtype) {
   save_model(path("bf16.safetensors"), *model, classifier("cnn", "mnist"));
 
   infer::LoadedModel loaded = infer::load_model(path("bf16.safetensors"));
-  EXPECT_EQ(loaded.kind, "cnn");
+  EXPECT_EQ(loaded.kind, nn::ModelKind::cnn);
   EXPECT_EQ(loaded.dtype, DType::bf16);
   EXPECT_EQ(loaded.labels, kDigits);
   for (const auto& [name, t] : loaded.model->state_dict()) EXPECT_EQ(t.dtype(), DType::bf16) << name;
@@ -119,7 +119,7 @@ TEST_F(LoadTest, ForeignF64AndF16ClassifiersLoadInF32) {
   for (const auto& [dtype, code] : {std::pair(DType::f64, "F64"), std::pair(DType::f16, "F16")}) {
     const std::string file = path(std::string(code) + ".safetensors");
     testing::save_foreign_safetensors(file, model->state_dict(), dtype, code);
-    infer::LoadedModel loaded = infer::load_model(file, {.model = "mlp"});
+    infer::LoadedModel loaded = infer::load_model(file, {.model = nn::ModelKind::mlp});
     EXPECT_EQ(loaded.dtype, DType::f32) << code;
     for (const auto& [name, t] : loaded.model->state_dict()) EXPECT_EQ(t.dtype(), DType::f32) << code << " " << name;
     Tensor input = infer::classifier_input(loaded, random_pixels(2, 3));
@@ -144,7 +144,7 @@ TEST_F(LoadTest, QuantizedClassifiersCarryTheirSchemeAndNormalisation) {
     const std::string file = path(std::string(quant::scheme_name(c.scheme)) + ".safetensors");
     quant::save_quantized_classifier(file, *c.quantized, c.kind, c.scheme, infer::classifier_metadata("mnist"));
     infer::LoadedModel loaded = infer::load_model(file);
-    EXPECT_EQ(loaded.kind, c.kind);
+    EXPECT_EQ(nn::model_kind_name(loaded.kind), c.kind);
     EXPECT_EQ(loaded.scheme, quant::scheme_name(c.scheme));
     EXPECT_EQ(loaded.dtype, DType::f32);
     EXPECT_EQ(loaded.input_shape, (Shape{1, 28, 28}));
@@ -170,7 +170,7 @@ TEST_F(LoadTest, GPTWithByteTokenizer) {
   save_model(path("gpt/model.safetensors"), model, metadata);
 
   infer::LoadedModel loaded = infer::load_model(path("gpt"));
-  EXPECT_EQ(loaded.kind, "gpt");
+  EXPECT_EQ(loaded.kind, nn::ModelKind::gpt);
   EXPECT_EQ(loaded.input_shape, (Shape{12}));
   EXPECT_TRUE(loaded.labels.empty());
   EXPECT_EQ(loaded.dtype, DType::f32);
@@ -201,7 +201,7 @@ TEST_F(LoadTest, GPTWithSentencePieceTokenizerSavedBesideIt) {
   infer::save_tokenizer(tokenizer, dir);
 
   infer::LoadedModel loaded = infer::load_model(dir + "/model.safetensors");
-  EXPECT_EQ(loaded.kind, "gpt");
+  EXPECT_EQ(loaded.kind, nn::ModelKind::gpt);
   EXPECT_EQ(loaded.tokenizer->identity(), tokenizer.identity());
   std::vector<int32_t> ids = loaded.tokenizer->encode("the cat sat");
   EXPECT_EQ(ids, tokenizer.encode("the cat sat"));
@@ -231,7 +231,7 @@ TEST_F(LoadTest, OldCheckpointWithoutNormalisationFallsBackAndSaysSo) {
 
   save_model(path("anonymous.safetensors"), *model, {});
   EXPECT_TRUE(contains(message_of<ValueError>([&] { infer::load_model(path("anonymous.safetensors")); }), "--model mlp|cnn"));
-  EXPECT_EQ(infer::load_model(path("anonymous.safetensors"), {.model = "mlp"}).kind, "mlp");
+  EXPECT_EQ(infer::load_model(path("anonymous.safetensors"), {.model = nn::ModelKind::mlp}).kind, nn::ModelKind::mlp);
 }
 
 TEST_F(LoadTest, ClassifierInputMatchesTheDatasetsNormalisation) {
@@ -270,7 +270,7 @@ TEST_F(LoadTest, BrokenFilesFailNamingTheFault) {
   save_model(path("cnn_named_mlp.safetensors"), *nn::make_cnn(), {{"weft.model", "mlp"}});
   message = message_of<FormatError>([&] { infer::load_model(path("cnn_named_mlp.safetensors")); });
   EXPECT_TRUE(contains(message, "do not fit a mlp")) << message;
-  message = message_of<ValueError>([&] { infer::load_model(path("cnn_named_mlp.safetensors"), {.model = "cnn"}); });
+  message = message_of<ValueError>([&] { infer::load_model(path("cnn_named_mlp.safetensors"), {.model = nn::ModelKind::cnn}); });
   EXPECT_TRUE(contains(message, "holds a mlp model, not cnn")) << message;
 
   std::map<std::string, std::string> bad = classifier("mlp", "fashion-mnist");

@@ -59,7 +59,7 @@ void check_classifier(const std::string& name) {
   manual_seed(0);
   const int64_t batch = 128;
   const int64_t baseline = allocated_now();
-  auto model = nn::make_image_classifier(name);
+  auto model = nn::make_image_classifier(nn::parse_model_kind(name));
   Tensor images = Tensor::randn({batch, 1, 28, 28});
   Tensor labels = Tensor::zeros({batch}, DType::i64);
   // The trainer keeps the logits until the step ends (to count correct predictions); so does this.

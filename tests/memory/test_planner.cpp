@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "weft/dist/pipeline.h"
 #include "weft/memory/planner.h"
 #include "weft/nn/layers.h"
 #include "weft/nn/models.h"
@@ -208,6 +209,22 @@ TEST(PlannerTest, ImpossiblePlansAreValueErrorsSayingWhatToDo) {
                                             .optimizer = OptimizerKind::adam, .zero = 0, .world = 1,
                                             .checkpoint_activations = false, .device = "H100"});
   }), "2^63"));
+}
+
+// The planner's share of each stage is the one dist::GPTStage cuts: the same tensors in the same
+// order (ZeRO's and DDP's buckets follow it), for even and uneven cuts.
+TEST(PlannerTest, GptStageSharesHoldWhatThePipelineStagesHold) {
+  const std::pair<int64_t, int64_t> cuts[] = {{4, 1}, {4, 2}, {5, 2}, {7, 3}, {10, 4}, {6, 6}};
+  for (auto [layers, stages] : cuts) {
+    const nn::GPTConfig c{.layers = layers, .heads = 2, .dim = 8, .context = 4, .vocab = 16};
+    const nn::GPT whole(c);
+    for (int64_t s = 0; s < stages; ++s) {
+      std::vector<int64_t> held;
+      for (const Tensor& p : dist::GPTStage(whole, s, stages).parameters()) held.push_back(p.numel());
+      EXPECT_EQ(ModelDescription::gpt(c, {.pp = stages, .stage = s}).parameter_tensors(), held)
+          << "stage " << s << " of " << stages << ", " << layers << " layers";
+    }
+  }
 }
 
 // Tensor and pipeline parallelism: the stages' shares add up to the whole GPT (the last stage's copy

@@ -35,6 +35,33 @@ TEST(GPT, NamesItsParametersAsGpt2Does) {
   EXPECT_FALSE(state.contains("lm_head.weight")) << "the output projection is tied to wte";
 }
 
+TEST(GPT, BlockParametersAreWhatABlockRegisters) {
+  const nn::GPTConfig c{.layers = 1, .heads = 2, .dim = 16, .context = 8, .vocab = 11};
+  const std::vector<nn::GPTBlockParameter> listed = c.block_parameters();
+  const auto registered = (*nn::GPT(c).h)[0]->named_parameters();
+  ASSERT_EQ(listed.size(), registered.size());
+  for (size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(listed[i].name, registered[i].first);
+    EXPECT_EQ(listed[i].shape, registered[i].second.shape()) << listed[i].name;
+  }
+}
+
+// 10 blocks over 4 stages: 3, 3, 2, 2.
+TEST(GPT, PartitionGivesTheRemainderToTheFirstStages) {
+  const nn::GPTPartition partition{.layers = 10, .stages = 4};
+  std::vector<int64_t> firsts;
+  for (int64_t s = 0; s <= 4; ++s) firsts.push_back(partition.first_block(s));
+  EXPECT_EQ(firsts, (std::vector<int64_t>{0, 3, 6, 8, 10}));
+  EXPECT_EQ(partition.stage_of("wte.weight"), 0);
+  EXPECT_EQ(partition.stage_of("wpe.weight"), 0);
+  EXPECT_EQ(partition.stage_of("h.2.mlp.c_fc.bias"), 0);
+  EXPECT_EQ(partition.stage_of("h.3.ln_1.weight"), 1);
+  EXPECT_EQ(partition.stage_of("h.9.attn.c_proj.weight"), 3);
+  EXPECT_EQ(partition.stage_of("ln_f.bias"), 3);
+  EXPECT_TRUE(partition.holds_embeddings(0) && !partition.holds_embeddings(1));
+  EXPECT_TRUE(partition.holds_head(3) && !partition.holds_head(2));
+}
+
 TEST(GPT, InitialisesAsGpt2) {
   manual_seed(3);
   const nn::GPTConfig c{.layers = 8, .heads = 4, .dim = 128, .context = 64, .vocab = 512};

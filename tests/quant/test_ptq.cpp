@@ -80,7 +80,7 @@ TEST(QuantizedLayers, Conv2dIsCloseToF32) {
 TEST(Ptq, StaticMlpAndCnnFollowTheirF32Models) {
   for (const char* name : {"mlp", "cnn"}) {
     manual_seed(6);
-    auto model = nn::make_image_classifier(name);
+    auto model = nn::make_image_classifier(nn::parse_model_kind(name));
     std::vector<Tensor> calibration = batches({8, 1, 28, 28}, 2, 7);
     for (const char* observer : {"minmax", "percentile"}) {
       auto q = quant::quantize_static(*model, calibration, {observer, 99.99});
@@ -159,7 +159,7 @@ class QuantizedCheckpoint : public ::testing::Test {
 TEST_F(QuantizedCheckpoint, RoundTripsEverySchemeExactly) {
   for (const char* name : {"mlp", "cnn"}) {
     manual_seed(11);
-    auto model = nn::make_image_classifier(name);
+    auto model = nn::make_image_classifier(nn::parse_model_kind(name));
     Tensor x = randn({4, 1, 28, 28}, 12);
     const std::vector<std::pair<quant::Scheme, std::shared_ptr<nn::Sequential>>> variants = {
         {quant::Scheme::int8_static, quant::quantize_static(*model, batches({4, 1, 28, 28}, 1, 13))},

@@ -31,7 +31,7 @@ class LMTest : public ::testing::Test {
 
   TrainOptions small(const std::string& out = "") const {
     TrainOptions o;
-    o.model = "gpt";
+    o.model = nn::ModelKind::gpt;
     o.text.layers = 2;
     o.text.heads = 2;
     o.text.dim = 32;

@@ -39,7 +39,7 @@ class TrainerTest : public ::testing::Test {
   // A short MLP run: a few batches per epoch keep the test fast and still cross epochs.
   TrainOptions small(const std::string& out) const {
     TrainOptions o;
-    o.model = "mlp";
+    o.model = nn::ModelKind::mlp;
     o.epochs = 2;
     o.threads = 2;
     o.limit_train_batches = 12;
@@ -266,7 +266,7 @@ TEST_F(TrainerTest, ExtendingACosineRunSaysTheScheduleIsReplanned) {
 // (measured over 12 steps: 1.2e-5 with AdamW, 1.1e-6 with SGD), so the test compares one update.
 TEST_F(TrainerTest, GradientAccumulationGivesTheUpdateOfTheWholeBatch) {
   TrainOptions whole = small("whole");
-  whole.model = "cnn";
+  whole.model = nn::ModelKind::cnn;
   whole.optimizer = optim::OptimizerKind::sgd;
   whole.epochs = 1;
   whole.limit_train_batches = 1;
@@ -290,7 +290,7 @@ TEST_F(TrainerTest, GradAccumMustDivideTheBatch) {
 // in halves, so the run equals one trained with that accumulation from the start.
 TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
   TrainOptions limited = small("limited");
-  limited.model = "cnn";
+  limited.model = nn::ModelKind::cnn;
   limited.epochs = 1;
   limited.limit_train_batches = 3;
   limited.memory_limit = parse_bytes("80MiB");
@@ -306,7 +306,7 @@ TEST_F(TrainerTest, AutoBatchRedoesAStepThatRanOutOfMemory) {
   EXPECT_EQ(r.steps, 3);
 
   TrainOptions planned = small("planned");
-  planned.model = "cnn";
+  planned.model = nn::ModelKind::cnn;
   planned.epochs = 1;
   planned.limit_train_batches = 3;
   planned.grad_accum = 128 / r.micro_batch;
@@ -335,7 +335,7 @@ TEST_F(TrainerTest, Fp16CheckpointsKeepTheLossScaler) {
 TEST_F(TrainerTest, MasterWeightsClassifiersEvaluateAndSaveInBf16) {
   for (const char* model : {"mlp", "cnn"}) {
     TrainOptions o = small(std::string("master-") + model);
-    o.model = model;
+    o.model = nn::parse_model_kind(model);
     o.epochs = 1;
     o.limit_train_batches = 4;
     o.precision = amp::Precision::bf16;
@@ -382,7 +382,7 @@ TEST_F(TrainerTest, RefusesToResumeAnotherModel) {
   o.epochs = 1;
   run(o);
   TrainOptions cnn = small("cnn");
-  cnn.model = "cnn";
+  cnn.model = nn::ModelKind::cnn;
   cnn.resume_dir = o.out_dir;
   EXPECT_TRUE(contains(message_of<ValueError>([&] { run(cnn); }), "holds a mlp model"));
 }
@@ -416,7 +416,7 @@ TEST_F(TrainerTest, RejectsBadOptions) {
 // A background save writes one process's checkpoint into --out; sharded ones stay blocking.
 TEST(TrainOptionsTest, AsyncSaveNeedsAnOutDirectoryAndAOneProcessCheckpoint) {
   TrainOptions o;
-  o.model = "gpt";
+  o.model = nn::ModelKind::gpt;
   o.async_save = true;
   EXPECT_EQ(message_of<ValueError>([&] { o.validate(); }),
             "--async-save: saves checkpoints into --out, and no --out is given");
@@ -438,7 +438,7 @@ TEST(TrainOptionsTest, EveryRecordedOptionIsAgreedAcrossRanksOrTheMachines) {
   const std::set<std::string> machines = {"--memory-limit", "--threads", "--profile"};
   for (const char* model : {"mlp", "gpt"}) {
     TrainOptions o;
-    o.model = model;
+    o.model = nn::parse_model_kind(model);
     std::set<std::string> agreed;
     for (const nlohmann::json& pair : o.agreed_across_ranks()) agreed.insert(pair[0].get<std::string>());
     const nlohmann::json recorded = o.to_json();

@@ -27,7 +27,8 @@ void generate_text(GenerateFlags f) {
   WEFT_CHECK(!f.prompt.empty(), ValueError, "--prompt: must not be empty: give the model some text to continue");
   if (f.threads > 0) set_num_threads(f.threads);
   infer::LoadedModel loaded = infer::load_model(f.checkpoint, {.tokenizer = f.tokenizer});
-  WEFT_CHECK(loaded.kind == "gpt", ValueError, f.checkpoint, " holds an image classifier (", loaded.kind,
+  WEFT_CHECK(loaded.kind == nn::ModelKind::gpt, ValueError, f.checkpoint, " holds an image classifier (",
+             nn::model_kind_name(loaded.kind),
              "), not a GPT; weft generate continues text with a checkpoint of weft train --model gpt");
   const data::Tokenizer& tokenizer = *loaded.tokenizer;
   const std::vector<int32_t> encoded = tokenizer.encode(f.prompt);

@@ -9,6 +9,7 @@
 #include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
 #include "weft/memory/planner.h"
+#include "weft/nn/model_kind.h"
 #include "weft/train/options.h"
 
 namespace weft::cli {
@@ -40,7 +41,7 @@ memory::ModelDescription describe(const PlanFlags& f) {
                " describe the model twice; give a parameter count or the architecture, not both");
     return memory::ModelDescription::parameters_only(memory::parse_parameter_count(f.params));
   }
-  if (!f.model.empty() && f.model != "gpt") {
+  if (!f.model.empty() && nn::find_model_kind(f.model) != nn::ModelKind::gpt) {
     WEFT_CHECK(!has_architecture, ValueError, "plan: ", first_architecture_flag, " describes a GPT, but --model ",
                f.model, " is fixed; drop ", first_architecture_flag, " or use --model gpt");
     return memory::ModelDescription::builtin(f.model);
@@ -227,7 +228,11 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
   c->add_option("--model", f->model,
                 "mlp | cnn | gpt: the model weft train --model builds, gpt with the flags below as weft train takes "
                 "them; gpt2: GPT-2 small (124M parameters)")
-      ->check(one_of({"mlp", "cnn", "gpt", "gpt2"}));
+      ->check(one_of([] {
+        std::vector<std::string> names = nn::model_kind_names();
+        names.push_back("gpt2");
+        return names;
+      }()));
   CLI::Option* params =
       c->add_option("--params", f->params, "or only a parameter count (70e9, 7B, 124M): no activations");
   const std::vector<CLI::Option*> architecture = {

@@ -63,12 +63,12 @@ void quantize(const QuantizeOptions& o) {
   infer::LoadedModel loaded = infer::load_model(source, {.dataset = o.dataset});
   WEFT_CHECK(loaded.scheme == "none", ValueError, source, " is already quantized (", loaded.scheme,
              "); quantize the f32 checkpoint that weft train wrote");
-  WEFT_CHECK(loaded.kind != "gpt", ValueError, source, " holds a GPT; weft quantize quantizes the image classifiers "
-             "(mlp, cnn)");
+  WEFT_CHECK(loaded.kind != nn::ModelKind::gpt, ValueError, source,
+             " holds a GPT; weft quantize quantizes the image classifiers (mlp, cnn)");
   if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
   auto model = std::dynamic_pointer_cast<nn::Sequential>(loaded.model);
   model->to(DType::f32);  // a bf16 checkpoint widens exactly; quantization starts from f32
-  const std::string& model_name = loaded.kind;
+  const std::string model_name = nn::model_kind_name(loaded.kind);
 
   quant::Scheme scheme = o.int4 ? quant::Scheme::int4_weight_only
                                 : (o.dynamic ? quant::Scheme::int8_dynamic : quant::Scheme::int8_static);

@@ -25,6 +25,7 @@
 #include "weft/monitor/status_file.h"
 #include "weft/monitor/system.h"
 #include "weft/nn/gpt.h"
+#include "weft/nn/model_kind.h"
 #include "weft/optim/kind.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/image_task.h"
@@ -41,7 +42,7 @@ std::string percent(double fraction) {
 }
 
 void train(const train::TrainOptions& options, bool json) {
-  const monitor::StatusPublisher published("train", options.model, "step");
+  const monitor::StatusPublisher published("train", nn::model_kind_name(options.model), "step");
   const train::TrainResult r = train::train(options, std::cout, monitor::stdout_is_terminal());
   if (dist::world().rank != 0) return;  // under mpirun, rank 0 speaks for the run
   if (!r.evaluation_line.empty()) std::cout << r.evaluation_line << "\n";
@@ -87,7 +88,7 @@ void train(const train::TrainOptions& options, bool json) {
 void eval(const std::string& checkpoint, const infer::LoadOptions& options, const std::string& data_dir,
           int64_t batch_size, bool json) {
   infer::LoadedModel loaded = infer::load_model(checkpoint, options);
-  WEFT_CHECK(loaded.kind != "gpt", ValueError, checkpoint,
+  WEFT_CHECK(loaded.kind != nn::ModelKind::gpt, ValueError, checkpoint,
              " holds a GPT; weft eval measures the image classifiers (sample a GPT with weft generate)");
   if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
   data::ImageDataset test_data =
@@ -96,12 +97,12 @@ void eval(const std::string& checkpoint, const infer::LoadOptions& options, cons
   AutocastGuard low_precision(loaded.dtype);
   train::EvalResult r = train::evaluate_classifier(*loaded.model, test_data, batch_size);
   const std::string& scheme = loaded.scheme;
-  std::cout << loaded.kind << (scheme == "none" ? "" : " (" + scheme + ")")
+  std::cout << nn::model_kind_name(loaded.kind) << (scheme == "none" ? "" : " (" + scheme + ")")
             << (loaded.dtype == DType::f32 ? "" : str(" (", dtype_name(loaded.dtype), ")")) << " on " << r.samples
             << " test images: accuracy " << percent(r.accuracy) << ", loss " << r.loss << "\n";
   if (json)
-    std::cout << nlohmann::json{{"model", loaded.kind}, {"quantization", scheme}, {"accuracy", r.accuracy},
-                                {"loss", r.loss}, {"samples", r.samples}, {"dtype", dtype_name(loaded.dtype)},
+    std::cout << nlohmann::json{{"model", nn::model_kind_name(loaded.kind)}, {"quantization", scheme},
+                                {"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}, {"dtype", dtype_name(loaded.dtype)},
                                 {"dataset", loaded.dataset}, {"assumed_normalization", !loaded.note.empty()}}.dump()
               << "\n";
 }
@@ -154,7 +155,8 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   auto o = std::make_shared<train::TrainOptions>();
   auto json = std::make_shared<bool>(false);
   CLI::App* t = app.add_subcommand("train", "train an image classifier on Fashion-MNIST, or a GPT on text");
-  t->add_option("--model", o->model, "mlp | cnn | gpt")->check(one_of({"mlp", "cnn", "gpt"}))->capture_default_str();
+  named_option(t, "--model", o->model, nn::parse_model_kind, nn::model_kind_name, "mlp | cnn | gpt")
+      ->check(one_of(nn::model_kind_names()));
   number_flag(t, "--steps", o->steps, "optimizer steps (instead of --epochs)");
   number_flag(t, "--epochs", o->epochs, "passes over the data, may be fractional (default: 2 for mlp and cnn, 1 for gpt)");
   number_flag(t, "--time-limit", o->time_limit,
@@ -299,7 +301,8 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       }
     }
     for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
-      WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ", o->model);
+      WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ",
+                 nn::model_kind_name(o->model));
     if (o->text.data == std::vector<std::string>{"random"})
       for (const char* flag : {"--tokenizer", "--val-fraction"})
         WEFT_CHECK(t->get_option(flag)->count() == 0, ValueError, flag,
@@ -316,7 +319,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
 
 
   auto checkpoint = std::make_shared<std::string>();
-  auto model = std::make_shared<std::string>();
+  auto model = std::make_shared<std::optional<nn::ModelKind>>();
   auto dataset = std::make_shared<std::string>();
   auto data_dir = std::make_shared<std::string>();
   auto batch_size = std::make_shared<int64_t>(1000);
@@ -324,7 +327,10 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");
   e->add_option("--checkpoint", *checkpoint, "model.safetensors or the directory holding it")
       ->required()->check(not_empty());
-  e->add_option("--model", *model, "mlp | cnn (default: what the checkpoint says)")->check(one_of({"mlp", "cnn"}));
+  e->add_option_function<std::string>(
+       "--model", [model](const std::string& name) { *model = nn::parse_model_kind(name); },
+       "mlp | cnn (default: what the checkpoint says)")
+      ->check(one_of({"mlp", "cnn"}));
   e->add_option("--dataset", *dataset, kCheckpointDatasetHelp)->check(one_of({"fashion-mnist", "mnist"}));
   e->add_option("--data-dir", *data_dir, kDataDirHelp);
   number_flag(e, "--batch-size", *batch_size, "test images per forward pass", {.min = 1, .max = train::kMaxCount});

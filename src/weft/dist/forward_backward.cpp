@@ -9,7 +9,7 @@ namespace weft::dist {
 
 namespace {
 
-bool is_last(const GPTStage& stage) { return stage.stage == stage.stages - 1; }
+bool is_last(const GPTStage& stage) { return stage.partition.holds_head(stage.stage); }
 
 // The [B, T, dim] activations the stages pass on, in the parameters' dtype (f32, or bf16 under
 // master weights: what a block puts out under autocast).

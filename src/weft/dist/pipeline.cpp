@@ -185,24 +185,6 @@ PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule sched
 
 namespace {
 
-// The first block of `stage`: L / P blocks each, the remainder one more to the first stages.
-int64_t first_block_of(int64_t stage, int64_t layers, int64_t stages) {
-  return stage * (layers / stages) + std::min(stage, layers % stages);
-}
-
-}  // namespace
-
-int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages) {
-  if (name.starts_with("ln_f.")) return stages - 1;
-  if (!name.starts_with("h.")) return 0;
-  const int64_t block = std::stoll(name.substr(2, name.find('.', 2) - 2));
-  int64_t stage = 0;
-  while (stage + 1 < stages && first_block_of(stage + 1, layers, stages) <= block) ++stage;
-  return stage;
-}
-
-namespace {
-
 // The stage's blocks, each under its index in the whole model ("2", "3"), run in order.
 class StageBlocks : public nn::Module {
  public:
@@ -214,21 +196,23 @@ class StageBlocks : public nn::Module {
   }
 };
 
+nn::GPTPartition checked_partition(const nn::GPTConfig& config, int64_t stages) {
+  WEFT_CHECK(stages >= 1 && stages <= config.layers, ValueError, "--pp ", stages, ": the GPT's ", config.layers,
+             " blocks cannot make ", stages, " stages (--layers must be at least --pp)");
+  return {config.layers, stages};
+}
+
 }  // namespace
 
 GPTStage::GPTStage(const nn::GPT& whole, int64_t stage_index, int64_t stage_count)
     : Module("GPTStage"),
       stage(stage_index),
       stages(stage_count),
-      first_block([&] {
-        WEFT_CHECK(stage_count >= 1 && stage_count <= whole.config.layers, ValueError, "--pp ", stage_count,
-                   ": the GPT's ", whole.config.layers, " blocks cannot make ", stage_count,
-                   " stages (--layers must be at least --pp)");
-        return first_block_of(stage_index, whole.config.layers, stage_count);
-      }()),
-      end_block(first_block_of(stage_index + 1, whole.config.layers, stage_count)),
+      partition(checked_partition(whole.config, stage_count)),
+      first_block(partition.first_block(stage)),
+      end_block(partition.first_block(stage + 1)),
       config(whole.config) {
-  const bool first = stage == 0, last = stage == stages - 1;
+  const bool first = partition.holds_embeddings(stage), last = partition.holds_head(stage);
   if (first) {
     register_module("wte", wte, whole.wte);
   } else if (last) {  // the tied projection's own copy of the table, kept equal by tie_gradients

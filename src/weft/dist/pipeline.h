@@ -77,17 +77,13 @@ struct PipelineStepResult {
 PipelineStepResult run_pipeline_step(ProcessGroup& group, PipelineSchedule schedule, int64_t micro_batches,
                                      const StageFunction& stage, const std::function<Tensor(int64_t micro)>& inputs);
 
-// The stage (of `stages`) holding the whole GPT's parameter `name`: the block's for "h.N...", the
-// last for the final norm, the first for the embeddings (the last holds a copy of wte.weight).
-int64_t gpt_stage_of(const std::string& name, int64_t layers, int64_t stages);
-
-// The GPT's stage for rank `stage` of `stages`: blocks [stage L / P, (stage + 1) L / P) (the
-// remainder to the first stages), the embeddings with the first stage, the final norm and the tied
-// output projection with the last. Its parameters keep the whole model's names ("h.2.attn.c_attn.
-// weight"), so a checkpoint's tensors map to their stage. With P > 1 the first and the last stage
-// both hold "wte.weight" (the lookup and the projection); tie_gradients sums its gradient between
-// them after each step's backward, as Megatron-LM does, so both take the same update. Fewer blocks
-// than stages → ValueError naming --pp. `whole` may be tensor parallel (parallelize_gpt): the stage
+// The GPT's stage for rank `stage` of `stages`, cut as nn::GPTPartition says: its blocks, the
+// embeddings with the first stage, the final norm and the tied output projection with the last.
+// Its parameters keep the whole model's names ("h.2.attn.c_attn.weight"), so a checkpoint's
+// tensors map to their stage. With P > 1 the first and the last stage both hold "wte.weight" (the
+// lookup and the projection); tie_gradients sums its gradient between them after each step's
+// backward, as Megatron-LM does, so both take the same update. Fewer blocks than stages →
+// ValueError naming --pp. `whole` may be tensor parallel (parallelize_gpt): the stage
 // then holds the rank's slices, and the last stage's logits are its share of the vocabulary.
 class GPTStage : public nn::Module {
  public:
@@ -99,7 +95,9 @@ class GPTStage : public nn::Module {
   // every stage calls it; a no-op for one stage).
   void tie_gradients(ProcessGroup& group);
 
-  const int64_t stage, stages, first_block, end_block;
+  const int64_t stage, stages;
+  const nn::GPTPartition partition;
+  const int64_t first_block, end_block;
   const nn::GPTConfig config;
   std::shared_ptr<nn::Embedding> wte;  // the first and the last stage
   std::shared_ptr<nn::Module> wpe, drop, ln_f;  // wpe, drop: the first stage; ln_f: the last

@@ -58,9 +58,10 @@ double split_model_grad_norm(const std::vector<std::string>& names, const std::v
              names.size(), " parameters");
   const int64_t stage = layout.stage(world.rank());
   const double replicas = sharded_over_replicas ? 1.0 : static_cast<double>(layout.replicas);
+  const nn::GPTPartition partition{layers, layout.pp};
   double mine = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    if (gpt_stage_of(names[i], layers, layout.pp) != stage) continue;  // the tied table's copy
+    if (partition.stage_of(names[i]) != stage) continue;  // the tied table's copy
     const double holders = (tp_layout.contains(names[i]) ? 1.0 : static_cast<double>(layout.tp)) * replicas;
     mine += squares[i] / holders;
   }
@@ -77,8 +78,9 @@ CheckpointShard split_model_shard(const nn::Module& model, const std::map<std::s
              " has buffers, which only a GPT's split is written for");
   CheckpointShard shard{.tensors = {}, .layout = nlohmann::json::object()};
   const DType dtype = model.parameters().front().dtype();
+  const nn::GPTPartition partition{layers, layout.pp};
   for (const auto& [name, shape] : whole) {
-    const int stage = static_cast<int>(gpt_stage_of(name, layers, layout.pp));
+    const int stage = static_cast<int>(partition.stage_of(name));
     const auto split = tp_layout.find(name);
     nlohmann::json runs = nlohmann::json::array();
     if (split == tp_layout.end()) {
@@ -94,7 +96,7 @@ CheckpointShard split_model_shard(const nn::Module& model, const std::map<std::s
   if (layout.replica(rank) != 0) return shard;
   auto flat = [](const Tensor& t) { return t.dim() == 0 ? t.clone() : t.contiguous().reshape({t.numel()}).clone(); };
   for (const auto& [name, p] : model.named_parameters()) {
-    if (gpt_stage_of(name, layers, layout.pp) != layout.stage(rank)) continue;  // the tied table's copy
+    if (partition.stage_of(name) != layout.stage(rank)) continue;  // the tied table's copy
     if (!tp_layout.contains(name) && layout.tp_rank(rank) != 0) continue;
     shard.tensors[name] = flat(p.detach());
     for (auto it = optimizer_state.lower_bound(name + "."); it != optimizer_state.end() && it->first.starts_with(name + "."); ++it)

@@ -60,8 +60,8 @@ void load_classifier_input(LoadedModel& loaded, const LoadOptions& options) {
     throw FormatError(str(loaded.file, ": weft.dataset: ", e.what()));
   }
   WEFT_CHECK(std::ssize(loaded.normalization.mean) == loaded.input_shape[0], FormatError, loaded.file,
-             ": weft.normalization has ", loaded.normalization.mean.size(), " channels; the ", loaded.kind,
-             " takes ", loaded.input_shape[0]);
+             ": weft.normalization has ", loaded.normalization.mean.size(), " channels; the ",
+             nn::model_kind_name(loaded.kind), " takes ", loaded.input_shape[0]);
 }
 
 void load_gpt(LoadedModel& loaded, const std::string& path, const LoadOptions& options) {
@@ -109,28 +109,29 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   loaded.file = model_file(path);
   loaded.metadata = io::read_safetensors_header(loaded.file).metadata;
   auto saved_kind = loaded.metadata.find("weft.model");
+  std::optional<nn::ModelKind> kind = options.model;
   if (saved_kind != loaded.metadata.end()) {
-    loaded.kind = saved_kind->second;
-    WEFT_CHECK(options.model.empty() || options.model == loaded.kind, ValueError, loaded.file, " holds a ", loaded.kind,
-               " model, not ", options.model);
+    kind = nn::find_model_kind(saved_kind->second);
+    WEFT_CHECK(!options.model || kind == options.model, ValueError, loaded.file, " holds a ", saved_kind->second,
+               " model, not ", nn::model_kind_name(*options.model));
+    WEFT_CHECK(kind.has_value(), FormatError, loaded.file, ": weft.model is '", saved_kind->second,
+               "'; expected mlp, cnn or gpt (a checkpoint weft wrote)");
   } else {
-    loaded.kind = options.model;
-    WEFT_CHECK(!loaded.kind.empty(), ValueError, loaded.file, " does not say which model it holds (no weft.model in "
+    WEFT_CHECK(kind.has_value(), ValueError, loaded.file, " does not say which model it holds (no weft.model in "
                "its metadata); pass the architecture it was trained as (--model mlp|cnn)");
   }
-  if (loaded.kind == "gpt") {
+  loaded.kind = *kind;
+  if (loaded.kind == nn::ModelKind::gpt) {
     load_gpt(loaded, path, options);
     return loaded;
   }
-  WEFT_CHECK(loaded.kind == "mlp" || loaded.kind == "cnn", FormatError, loaded.file, ": weft.model is '", loaded.kind,
-             "'; expected mlp, cnn or gpt (a checkpoint weft wrote)");
   if (quant::is_quantized_checkpoint(loaded.file)) {
     quant::QuantizedClassifier quantized = quant::load_quantized_classifier(loaded.file);
     loaded.model = quantized.model;
     loaded.scheme = quant::scheme_name(quantized.scheme);
   } else {
     Weights weights = load_weights(loaded.file);
-    weights.model_name = loaded.kind;
+    weights.model_name = nn::model_kind_name(loaded.kind);
     loaded.dtype = model_dtype(weights_dtype(weights.state, loaded.file));
     loaded.model = nn::make_image_classifier(loaded.kind);
     load_into(*loaded.model, weights, loaded.file, loaded.dtype);
@@ -140,7 +141,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
 }
 
 Tensor classifier_input(const LoadedModel& loaded, const Tensor& pixels) {
-  WEFT_CHECK(loaded.kind != "gpt", ValueError, "classifier_input: ", loaded.file, " holds a GPT, whose input is token ids");
+  WEFT_CHECK(loaded.kind != nn::ModelKind::gpt, ValueError, "classifier_input: ", loaded.file,
+             " holds a GPT, whose input is token ids");
   WEFT_CHECK(pixels.dtype() == DType::u8, DTypeError, "classifier_input: expected u8 pixels (0..255), found ",
              dtype_name(pixels.dtype()));
   const Shape& sample = loaded.input_shape;  // [C, H, W]
@@ -151,8 +153,8 @@ Tensor classifier_input(const LoadedModel& loaded, const Tensor& pixels) {
            std::equal(tail.begin(), tail.end(), shape.end() - std::ssize(tail));
   };
   WEFT_CHECK(ends_with(sample) || (channels == 1 && ends_with(Shape{sample[1], sample[2]})), ShapeError,
-             "classifier_input: ", loaded.kind, " takes images ", shape_str(sample), " (or a batch of them), found ",
-             shape_str(shape));
+             "classifier_input: ", nn::model_kind_name(loaded.kind), " takes images ", shape_str(sample),
+             " (or a batch of them), found ", shape_str(shape));
   const int64_t batch = pixels.numel() / (channels * plane);
   Tensor input = Tensor::empty({batch, channels, sample[1], sample[2]}, DType::f32);
   const Tensor source = pixels.contiguous_untracked();

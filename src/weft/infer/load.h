@@ -20,6 +20,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "weft/data/dataset.h"
 #include "weft/data/tokenizer.h"
 #include "weft/nn/gpt.h"
+#include "weft/nn/model_kind.h"
 #include "weft/nn/module.h"
 
 namespace weft::infer {
@@ -48,7 +50,7 @@ void check_fit(const nn::Module& model, const std::string& kind, const nn::State
 
 struct LoadOptions {
   // ({} initialisers so that designated initialisers may leave any of them out.)
-  std::string model{};      // mlp | cnn for a file without weft.model; must agree with one that has it
+  std::optional<nn::ModelKind> model{};  // for a file without weft.model; must agree with one that has it
   std::string tokenizer{};  // GPTs: "" the checkpoint's own, else byte or a SentencePiece file (the same one)
   // Classifiers: the data set the caller means; "": the checkpoint's (fashion-mnist for older ones
   // that do not say). One the checkpoint names another of → ValueError.
@@ -57,7 +59,7 @@ struct LoadOptions {
 
 struct LoadedModel {
   std::shared_ptr<nn::Module> model;
-  std::string kind;                  // "mlp" | "cnn" | "gpt"
+  nn::ModelKind kind = nn::ModelKind::mlp;
   Shape input_shape;                 // one sample: [C, H, W] for classifiers, [context] (at most) for a GPT
   std::vector<std::string> labels;   // class names by class id; empty for a GPT
   DType dtype = DType::f32;          // of the floating weights

@@ -14,6 +14,7 @@
 #include "weft/io/json.h"
 #include "weft/io/safetensors.h"
 #include "weft/io/sharded_checkpoint.h"
+#include "weft/nn/model_kind.h"
 
 namespace weft::infer {
 
@@ -168,7 +169,7 @@ SavedGPT read_saved_gpt(const std::string& path) {
   const std::string file = sharded ? (fs::path(current) / io::kShardIndex).string() : model_file(path);
   io::SafetensorsHeader header = sharded ? io::sharded_header(current) : io::read_safetensors_header(file);
   auto model = header.metadata.find("weft.model");
-  if (model == header.metadata.end() || model->second != "gpt")
+  if (model == header.metadata.end() || nn::find_model_kind(model->second) != nn::ModelKind::gpt)
     throw ValueError(str(file, " does not hold a GPT (its weft.model is '",
                          model == header.metadata.end() ? "" : model->second, "')"));
   SavedGPT saved;

@@ -1,6 +1,7 @@
 #include "weft/memory/model.h"
 
 #include <algorithm>
+#include <span>
 
 #include "weft/core/flag_value.h"
 #include "weft/nn/layers.h"
@@ -15,14 +16,17 @@ using Grad = ActivationTape::Grad;
 using Op = ActivationTape::Op;
 
 // Sizes multiply quickly (batch x heads x seq^2): an overflow is an implausible plan, not a number.
-int64_t product(std::initializer_list<int64_t> factors) {
+constexpr const char* kTooLarge =
+    "plan: the sizes given make a tensor of more than 2^63 bytes; check --batch-size, --context, --dim, --heads and "
+    "--vocab";
+
+int64_t product(std::span<const int64_t> factors) {
   int64_t result = 1;
-  for (int64_t f : factors)
-    WEFT_CHECK(!__builtin_mul_overflow(result, f, &result), ValueError,
-               "plan: the sizes given make a tensor of more than 2^63 bytes; check --batch-size, --context, --dim, "
-               "--heads and --vocab");
+  for (int64_t f : factors) WEFT_CHECK(!__builtin_mul_overflow(result, f, &result), ValueError, kTooLarge);
   return result;
 }
+
+int64_t product(std::initializer_list<int64_t> factors) { return product(std::span(factors.begin(), factors.size())); }
 
 Value view(ActivationTape& tape, std::string name, Value x, int64_t bytes, Grad grad) {
   return tape.record({.name = std::move(name), .inputs = {x}, .grads = {grad}, .output_bytes = bytes, .view = true});
@@ -185,11 +189,6 @@ class ClassifierRecorder {
   bool channels_last_ = false;  // the batch is plain NCHW; convolutions make channels-last activations
 };
 
-// A pipeline stage's first block: dist::GPTStage's split, the remainder to the first stages.
-int64_t first_block_of(int64_t stage, int64_t layers, int64_t stages) {
-  return stage * (layers / stages) + std::min(stage, layers % stages);
-}
-
 // Named as `weft plan` and `weft train` name nn::GPTConfig's fields: --dim, --context.
 void check_plannable(const nn::GPTConfig& c) {
   // More layers would only make the plan slow (a list of every tensor): no GPT weft trains has them.
@@ -205,7 +204,12 @@ void check_plannable(const nn::GPTConfig& c) {
 
 }  // namespace
 
-int64_t gpt_block_parameters(const nn::GPTConfig& c) { return product({12, c.dim, c.dim}) + 13 * c.dim; }
+int64_t gpt_block_parameters(const nn::GPTConfig& c) {
+  int64_t total = 0;
+  for (const nn::GPTBlockParameter& p : c.block_parameters())
+    WEFT_CHECK(!__builtin_add_overflow(total, product(p.shape), &total), ValueError, kTooLarge);
+  return total;
+}
 
 int64_t gpt_parameters(const nn::GPTConfig& c) {
   return product({c.vocab, c.dim}) + product({c.context, c.dim}) + product({c.layers, gpt_block_parameters(c)}) +
@@ -276,10 +280,11 @@ ModelDescription ModelDescription::parameters_only(int64_t count) {
 }
 
 ModelDescription ModelDescription::builtin(const std::string& name) {
-  if (name == "gpt") return gpt(nn::GPTConfig{});
   if (name == "gpt2") return gpt(kGpt2Small);
-  if (name == "mlp" || name == "cnn") return classifier(name, nn::make_image_classifier(name), {1, 28, 28});
-  throw ValueError(str("plan: unknown model '", name, "': expected ", builtin_model_names()));
+  const std::optional<nn::ModelKind> kind = nn::find_model_kind(name);
+  WEFT_CHECK(kind.has_value(), ValueError, "plan: unknown model '", name, "': expected ", builtin_model_names());
+  if (*kind == nn::ModelKind::gpt) return gpt(nn::GPTConfig{});
+  return classifier(name, nn::make_image_classifier(*kind), {1, 28, 28});
 }
 
 const char* builtin_model_names() { return "mlp, cnn, gpt or gpt2"; }
@@ -299,15 +304,15 @@ ModelDescription ModelDescription::gpt(const nn::GPTConfig& config, GptShare sha
   if (tp > 1) m.name_ += str(", a 1/", tp, " tensor-parallel share");
   if (pp > 1) m.name_ += str(", stage ", share.stage, " of ", pp);
   const int64_t D = config.dim, V = config.vocab / tp;
-  const bool first = share.stage == 0, last = share.stage == pp - 1;
+  const nn::GPTPartition partition{config.layers, pp};
+  const bool first = partition.holds_embeddings(share.stage), last = partition.holds_head(share.stage);
   // In the order of the stage's parameters (dist::GPTStage): the tables (the last stage's copy of
   // the tied one), the blocks, the final norm; ZeRO's and DDP's buckets follow it.
   if (first) m.parameter_tensors_ = {product({V, D}), product({config.context, D})};
   if (last && !first) m.parameter_tensors_.push_back(product({V, D}));
-  for (int64_t i = first_block_of(share.stage, config.layers, pp); i < first_block_of(share.stage + 1, config.layers, pp);
-       ++i)  // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj (row-parallel biases whole)
-    m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D, 3 * D * D / tp, 3 * D / tp, D * D / tp, D, D, D,
-                                                             4 * D * D / tp, 4 * D / tp, 4 * D * D / tp, D});
+  const std::vector<nn::GPTBlockParameter> block = config.block_parameters();
+  for (int64_t i = partition.first_block(share.stage); i < partition.first_block(share.stage + 1); ++i)
+    for (const nn::GPTBlockParameter& p : block) m.parameter_tensors_.push_back(product(p.shape) / (p.tp_split ? tp : 1));
   if (last) m.parameter_tensors_.insert(m.parameter_tensors_.end(), {D, D});  // ln_f
   for (int64_t numel : m.parameter_tensors_) m.num_parameters_ += numel;
   m.largest_unit_ = std::max({gpt_block_parameters(config) / tp, first || last ? product({V, D}) : 0,
@@ -338,8 +343,9 @@ ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat
   ActivationTape tape;
   if (gpt_) {
     const nn::GPTConfig& c = *gpt_;
-    const int64_t tp = share_.tp, pp = share_.pp, V = c.vocab / tp;
-    const bool first = share_.stage == 0, last = share_.stage == pp - 1;
+    const int64_t tp = share_.tp, V = c.vocab / tp;
+    const nn::GPTPartition partition{c.layers, share_.pp};
+    const bool first = partition.holds_embeddings(share_.stage), last = partition.holds_head(share_.stage);
     const int64_t rows = product({batch, c.context}), e = format.element, act = product({rows, c.dim, e});
     Value tokens = tape.input(product({rows, 8}));
     Value targets = tape.input(product({rows, 8}));
@@ -375,8 +381,7 @@ ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat
       x = tape.input(act);  // the activation received from the stage before, kept until its backward
     }
     const BlockShape shape{batch, c.context, c.dim, c.heads, tp};
-    for (int64_t i = first_block_of(share_.stage, c.layers, pp); i < first_block_of(share_.stage + 1, c.layers, pp);
-         ++i) {
+    for (int64_t i = partition.first_block(share_.stage); i < partition.first_block(share_.stage + 1); ++i) {
       if (checkpointed) tape.begin_segment();
       x = record_transformer_block(tape, x, shape, format, str("h.", i));
       if (checkpointed) tape.end_segment();

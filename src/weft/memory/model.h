@@ -58,9 +58,8 @@ ActivationTape::Value record_transformer_block(ActivationTape& tape, ActivationT
                                               const ActivationFormat& format, const std::string& name);
 
 // One rank's share of a GPT under weft train --parallel tp / pp: the layers split over `tp`
-// tensor-parallel ranks (dist/tensor_parallel.h) of pipeline stage `stage` of `pp`
-// (dist/pipeline.h: blocks [stage L / P, (stage + 1) L / P), the remainder to the first stages; the
-// embeddings with the first stage, the final norm and a copy of the tied wte with the last).
+// tensor-parallel ranks (nn::GPTBlockParameter::tp_split) of pipeline stage `stage` of `pp`
+// (nn::GPTPartition, the cut dist::GPTStage makes).
 struct GptShare {
   int64_t tp = 1, pp = 1, stage = 0;
 };

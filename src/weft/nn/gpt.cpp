@@ -1,5 +1,6 @@
 #include "weft/nn/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -21,13 +22,39 @@ void GPTConfig::check() const {
   check_flag("--dropout", dropout, {.min = 0, .max = 1, .max_open = true});
 }
 
+std::vector<GPTBlockParameter> GPTConfig::block_parameters() const {
+  const int64_t d = dim;
+  return {{"ln_1.weight", {d}, false},          {"ln_1.bias", {d}, false},
+          {"attn.c_attn.weight", {3 * d, d}, true}, {"attn.c_attn.bias", {3 * d}, true},
+          {"attn.c_proj.weight", {d, d}, true},     {"attn.c_proj.bias", {d}, false},
+          {"ln_2.weight", {d}, false},          {"ln_2.bias", {d}, false},
+          {"mlp.c_fc.weight", {4 * d, d}, true},    {"mlp.c_fc.bias", {4 * d}, true},
+          {"mlp.c_proj.weight", {d, 4 * d}, true},  {"mlp.c_proj.bias", {d}, false}};
+}
+
 int64_t GPTConfig::num_parameters() const {
-  // Per block: ln_1 and ln_2 (2 dim each), attn.c_attn (3 dim x dim + 3 dim), attn.c_proj
-  // (dim x dim + dim), mlp.c_fc (4 dim x dim + 4 dim), mlp.c_proj (4 dim x dim + dim); then wte,
-  // wpe and ln_f. In 128 bits, which sizes below 2^31 cannot overflow.
-  const __int128 d = dim, per_block = 12 * d * d + 13 * d;
-  const __int128 total = per_block * layers + (__int128{vocab} + context) * d + 2 * d;
+  // In 128 bits, which sizes below 2^31 cannot overflow.
+  __int128 per_block = 0;
+  for (const GPTBlockParameter& p : block_parameters()) {
+    __int128 numel = 1;
+    for (int64_t size : p.shape) numel *= size;
+    per_block += numel;
+  }
+  const __int128 d = dim, total = per_block * layers + (__int128{vocab} + context) * d + 2 * d;
   return total > INT64_MAX ? INT64_MAX : static_cast<int64_t>(total);
+}
+
+int64_t GPTPartition::first_block(int64_t stage) const {
+  return stage * (layers / stages) + std::min(stage, layers % stages);
+}
+
+int64_t GPTPartition::stage_of(const std::string& name) const {
+  if (name.starts_with("ln_f.")) return stages - 1;
+  if (!name.starts_with("h.")) return 0;
+  const int64_t block = std::stoll(name.substr(2, name.find('.', 2) - 2));
+  int64_t stage = 0;
+  while (stage + 1 < stages && first_block(stage + 1) <= block) ++stage;
+  return stage;
 }
 
 GPT::GPT(const GPTConfig& c) : Module("GPT"), config((c.check(), c)) {

@@ -27,7 +27,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "weft/core/shape.h"
 #include "weft/nn/activation.h"
 #include "weft/nn/container.h"
 #include "weft/nn/kv_cache.h"
@@ -39,6 +42,15 @@ namespace weft::nn {
 // Each block is a dozen modules and tensors: a hundred thousand take minutes and gigabytes to
 // build however narrow they are, so the depth is bounded (GPT-3 has 96).
 inline constexpr int64_t kMaxGptLayers = 1024;
+
+// One of a block's parameters, named within the block ("attn.c_attn.weight"). `tp_split`:
+// tensor parallelism (dist/tensor_parallel.h, Megatron-LM's layout) gives each rank 1 / tp of it;
+// the norms and the row-parallel layers' biases are whole on every rank.
+struct GPTBlockParameter {
+  std::string name;
+  Shape shape;
+  bool tp_split;
+};
 
 // The defaults are the model `weft train --model gpt` builds and `weft plan --model gpt` plans
 // (its vocabulary is the byte tokenizer's).
@@ -57,6 +69,24 @@ struct GPTConfig {
   // file can be checked against the file's tensors before anything is allocated (sizes below 2^31;
   // INT64_MAX when the count does not fit).
   int64_t num_parameters() const;
+  // The parameters of each block of GPT(*this), in the order the block registers them.
+  std::vector<GPTBlockParameter> block_parameters() const;
+};
+
+// A GPT cut by blocks into pipeline stages: dist::GPTStage cuts it so and the memory planner
+// (memory/model.h) plans each stage's share by the same cut. Stage s holds blocks
+// [first_block(s), first_block(s + 1)): L / P each, the remainder one more to the first stages
+// (10 over 4: 3, 3, 2, 2); the first stage holds the embeddings (wte, wpe), the last the final
+// norm and the output projection, tied to wte (with P > 1 its own copy of wte.weight).
+struct GPTPartition {
+  int64_t layers = 1, stages = 1;
+
+  int64_t first_block(int64_t stage) const;  // first_block(stages) == layers
+  bool holds_embeddings(int64_t stage) const { return stage == 0; }
+  bool holds_head(int64_t stage) const { return stage == stages - 1; }
+  // The stage holding the whole GPT's parameter `name`: the block's for "h.N...", the last for the
+  // final norm, the first for the embeddings (the one whose copy the last stage holds).
+  int64_t stage_of(const std::string& name) const;
 };
 
 class TransformerBlock;

@@ -18,10 +18,10 @@ std::shared_ptr<Sequential> make_cnn() {
       std::make_shared<Linear>(128, 10));
 }
 
-std::shared_ptr<Sequential> make_image_classifier(const std::string& name) {
-  if (name == "mlp") return make_mlp();
-  if (name == "cnn") return make_cnn();
-  throw ValueError(str("unknown model '", name, "': expected mlp or cnn"));
+std::shared_ptr<Sequential> make_image_classifier(ModelKind kind) {
+  WEFT_CHECK(is_image_classifier(kind), ValueError, "make_image_classifier: ", model_kind_name(kind),
+             " is not an image classifier (mlp or cnn)");
+  return kind == ModelKind::mlp ? make_mlp() : make_cnn();
 }
 
 }  // namespace weft::nn

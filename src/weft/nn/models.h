@@ -3,9 +3,9 @@
 // Both take [N, 1, 28, 28] images and return [N, 10] logits.
 #pragma once
 #include <memory>
-#include <string>
 
 #include "weft/nn/container.h"
+#include "weft/nn/model_kind.h"
 
 namespace weft::nn {
 
@@ -13,7 +13,7 @@ namespace weft::nn {
 std::shared_ptr<Sequential> make_mlp();
 // conv 1→32 3×3, ReLU, maxpool 2, conv 32→64 3×3, ReLU, maxpool 2, flatten, fc 1600→128, ReLU, fc 128→10.
 std::shared_ptr<Sequential> make_cnn();
-// "mlp" or "cnn"; anything else is a ValueError listing the choices.
-std::shared_ptr<Sequential> make_image_classifier(const std::string& name);
+// make_mlp or make_cnn; the GPT → ValueError (it is no image classifier).
+std::shared_ptr<Sequential> make_image_classifier(ModelKind kind);
 
 }  // namespace weft::nn

@@ -175,12 +175,10 @@ QuantizedClassifier load_quantized_classifier(const std::string& path) {
   WEFT_CHECK(model_it != loaded.metadata.end(), FormatError, file, ": a quantized checkpoint must name its model in "
              "weft.model (mlp or cnn)");
   result.model_name = model_it->second;
-  std::shared_ptr<nn::Sequential> architecture;
-  try {
-    architecture = nn::make_image_classifier(result.model_name);
-  } catch (const ValueError& e) {
-    throw FormatError(str(file, ": ", e.what()));
-  }
+  const std::optional<nn::ModelKind> kind = nn::find_model_kind(result.model_name);
+  WEFT_CHECK(kind && nn::is_image_classifier(*kind), FormatError, file, ": unknown model '", result.model_name,
+             "': expected mlp or cnn");
+  const std::shared_ptr<nn::Sequential> architecture = nn::make_image_classifier(*kind);
   const int64_t group_size = result.scheme == Scheme::int4_weight_only ? group_size_of(loaded.metadata, file) : 0;
   TensorReader reader(loaded, file, result.scheme);
   result.model = std::make_shared<nn::Sequential>();

@@ -176,7 +176,7 @@ struct Server::Model {
   std::deque<int64_t> recent;                  // the last predicted classes
   std::vector<int64_t> recent_counts;
 
-  bool is_gpt() const { return loaded.kind == "gpt"; }
+  bool is_gpt() const { return loaded.kind == nn::ModelKind::gpt; }
 
   // Two test images of each class from `dir` ("": the model's data set's own, infer::image_data_dir).
   void find_examples(const std::string& dir) {
@@ -235,7 +235,7 @@ Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : opti
   for (const ModelSpec& spec : specs) {
     auto m = std::make_unique<Model>();
     m->loaded = infer::load_model(spec.path);
-    m->name = spec.name.empty() ? m->loaded.kind : spec.name;
+    m->name = spec.name.empty() ? nn::model_kind_name(m->loaded.kind) : spec.name;
     WEFT_CHECK(names.insert(m->name).second, ValueError, "--checkpoint: two models named '", m->name,
                "'; name them: --checkpoint NAME=PATH");
     if (!options_.precision.empty()) {
@@ -243,7 +243,7 @@ Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : opti
       WEFT_CHECK(wanted == m->loaded.dtype || (m->loaded.scheme == "none" && !m->is_gpt()), ValueError,
                  "--precision ", options_.precision, ": ", spec.path, " is a ",
                  m->loaded.scheme != "none" ? m->loaded.scheme + " quantized " : str(dtype_name(m->loaded.dtype), " "),
-                 m->loaded.kind, ", which weft serves only as saved", m->is_gpt() ? " (GPTs in their own dtype)" : "");
+                 nn::model_kind_name(m->loaded.kind), ", which weft serves only as saved", m->is_gpt() ? " (GPTs in their own dtype)" : "");
       if (wanted != m->loaded.dtype) {
         m->loaded.model->to(wanted);
         m->loaded.dtype = wanted;
@@ -331,7 +331,7 @@ net::Response Server::list_models(const net::Request&) const {
   Json list = Json::array();
   for (const auto& m : models_) {
     const infer::LoadedModel& l = m->loaded;
-    list.push_back({{"name", m->name}, {"kind", l.kind}, {"dtype", dtype_name(l.dtype)}, {"quantization", l.scheme},
+    list.push_back({{"name", m->name}, {"kind", nn::model_kind_name(l.kind)}, {"dtype", dtype_name(l.dtype)}, {"quantization", l.scheme},
                     {"input_shape", l.input_shape}, {"parameters", m->parameters}, {"labels", l.labels},
                     {"metadata", l.metadata}});
   }
@@ -507,7 +507,7 @@ int Server::port() const { return http_->port(); }
 std::string Server::ready_line() const {
   std::string line = str("serving on http://", options_.host, ":", port());
   for (const auto& m : models_)
-    line += str("; ", m->name, " (", m->loaded.kind, ", ",
+    line += str("; ", m->name, " (", nn::model_kind_name(m->loaded.kind), ", ",
                 m->loaded.scheme == "none" ? dtype_name(m->loaded.dtype) : m->loaded.scheme, ", ", m->parameters,
                 " parameters)");
   return line;

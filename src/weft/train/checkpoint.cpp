@@ -349,14 +349,12 @@ void consolidate_checkpoint(const std::string& dir, const std::string& out_file)
   const std::string index = (fs::path(files) / io::kShardIndex).string();
   auto kind = merged.metadata.find("weft.model");
   const std::string model_name = kind == merged.metadata.end() ? "" : kind->second;
+  const std::optional<nn::ModelKind> model_kind = nn::find_model_kind(model_name);
+  WEFT_CHECK(model_kind.has_value(), FormatError, index, ": weft.model is '", model_name,
+             "'; expected mlp, cnn or gpt (a checkpoint weft wrote)");
   std::shared_ptr<nn::Module> model;
-  if (model_name == "gpt") {
-    model = std::make_shared<nn::GPT>(infer::read_saved_gpt(dir).config);
-  } else {
-    WEFT_CHECK(model_name == "mlp" || model_name == "cnn", FormatError, index, ": weft.model is '", model_name,
-               "'; expected mlp, cnn or gpt (a checkpoint weft wrote)");
-    model = nn::make_image_classifier(model_name);
-  }
+  if (model_kind == nn::ModelKind::gpt) model = std::make_shared<nn::GPT>(infer::read_saved_gpt(dir).config);
+  else model = nn::make_image_classifier(*model_kind);
   nn::StateDict weights;
   for (const auto& [name, tensor] : merged.tensors) weights.insert(name, tensor);
   infer::check_fit(*model, model_name, weights, index);

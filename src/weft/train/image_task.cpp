@@ -68,7 +68,7 @@ class ImageTask : public Task {
         test_(load_image_dataset(o.image.dataset, o.image.data_dir, false)) {}
 
   const TaskDefaults& defaults() const override { return kImageDefaults; }
-  std::string model_name() const override { return model_; }
+  std::string model_name() const override { return nn::model_kind_name(model_); }
   int64_t eval_samples() const override { return test_.size(); }
   std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const override {
     auto model = nn::make_image_classifier(model_);
@@ -106,7 +106,8 @@ class ImageTask : public Task {
   }
 
  private:
-  std::string model_, dataset_;
+  nn::ModelKind model_;
+  std::string dataset_;
   std::shared_ptr<data::ImageDataset> train_;
   data::ImageDataset test_;
 };

@@ -55,7 +55,6 @@ int TrainOptions::zero_stage() const {
 
 void TrainOptions::validate() const {
   constexpr Accepts<double> positive{.min = 0, .min_open = true}, non_negative{.min = 0};
-  check_choice("--model", model, {"mlp", "cnn", "gpt"});
   if (steps) check_flag("--steps", *steps, {.min = 1, .max = kMaxSteps});
   if (epochs) check_flag("--epochs", *epochs, {.min = 0, .max = kMaxSteps, .min_open = true});
   check_flag("--time-limit", time_limit, non_negative);
@@ -92,8 +91,8 @@ void TrainOptions::validate() const {
   const bool tp_asked = has_part(parallel, "tp");
   WEFT_CHECK(tp_asked == (tp > 1), ValueError, tp_asked ? "--tp: --parallel " : "--parallel: --tp ",
              tp_asked ? str(parallel, " needs the tensor-parallel size, --tp 2 or more") : str(tp, " needs --parallel tp"));
-  WEFT_CHECK(tp == 1 || model == "gpt", ValueError, "--parallel tp: splits the GPT's layers; --model ", model,
-             " has no tensor-parallel version");
+  WEFT_CHECK(tp == 1 || model == nn::ModelKind::gpt, ValueError, "--parallel tp: splits the GPT's layers; --model ",
+             nn::model_kind_name(model), " has no tensor-parallel version");
   WEFT_CHECK(tp == 1 || precision != amp::Precision::fp16, ValueError,
              "--precision: fp16 is not trained under --parallel tp yet (its loss scaler's inf check would need every "
              "rank's slice of the gradients); use bf16, which needs no loss scaling");
@@ -103,8 +102,8 @@ void TrainOptions::validate() const {
   WEFT_CHECK(pp_asked == (pp > 1), ValueError, pp_asked ? "--pp: --parallel " : "--parallel: --pp ",
              pp_asked ? str(parallel, " needs the number of pipeline stages, --pp 2 or more") : str(pp, " needs --parallel pp"));
   check_choice("--pp-schedule", pp_schedule, {"gpipe", "1f1b"});
-  WEFT_CHECK(pp == 1 || model == "gpt", ValueError, "--parallel pp: cuts the GPT's blocks into stages; --model ", model,
-             " has no pipeline version");
+  WEFT_CHECK(pp == 1 || model == nn::ModelKind::gpt, ValueError, "--parallel pp: cuts the GPT's blocks into stages; "
+             "--model ", nn::model_kind_name(model), " has no pipeline version");
   WEFT_CHECK(pp == 1 || pp_schedule != "1f1b" || grad_accum >= pp, ValueError, "--pp-schedule 1f1b: needs at least as "
              "many micro-batches (--grad-accum) as stages (--pp ", pp, "), got ", grad_accum);
   WEFT_CHECK(pp == 1 || (precision != amp::Precision::fp16 && !auto_batch && !checkpoint_activations), ValueError,
@@ -188,7 +187,9 @@ void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::functio
                             ", not a value of ", flag));
     }
   };
-  take("--model", "model", model);
+  std::string model_text = nn::model_kind_name(model);
+  take("--model", "model", model_text);
+  model = nn::parse_model_kind(model_text);
   std::string optimizer_text = optim::optimizer_name(optimizer), precision_text = amp::precision_name(precision);
   take("--optimizer", "optimizer", optimizer_text);
   optimizer = optim::parse_optimizer(optimizer_text);
@@ -230,7 +231,7 @@ void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::functio
 }
 
 nlohmann::json TrainOptions::agreed_across_ranks() const {
-  return nlohmann::json::array({{"--model", model}, {"--steps", or_null(steps)}, {"--epochs", or_null(epochs)}, {"--time-limit", time_limit},
+  return nlohmann::json::array({{"--model", nn::model_kind_name(model)}, {"--steps", or_null(steps)}, {"--epochs", or_null(epochs)}, {"--time-limit", time_limit},
           {"--limit-train-batches", limit_train_batches}, {"--batch-size", or_null(batch_size)},
           {"--optimizer", optim::optimizer_name(optimizer)}, {"--lr", or_null(lr)},
           {"--weight-decay", or_null(weight_decay)}, {"--schedule", schedule}, {"--warmup", or_null(warmup)},
@@ -247,7 +248,7 @@ nlohmann::json TrainOptions::agreed_across_ranks() const {
 }
 
 nlohmann::json TrainOptions::to_json() const {
-  nlohmann::json j = {{"model", model}, {"steps", or_null(steps)}, {"epochs", or_null(epochs)},
+  nlohmann::json j = {{"model", nn::model_kind_name(model)}, {"steps", or_null(steps)}, {"epochs", or_null(epochs)},
                       {"time_limit", time_limit}, {"limit_train_batches", limit_train_batches},
                       {"batch_size", or_null(batch_size)}, {"optimizer", optim::optimizer_name(optimizer)}, {"lr", or_null(lr)},
                       {"weight_decay", or_null(weight_decay)}, {"schedule", schedule}, {"warmup", or_null(warmup)},

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/amp/precision.h"
+#include "weft/nn/model_kind.h"
 #include "weft/optim/kind.h"
 
 namespace weft::train {
@@ -48,7 +49,7 @@ struct TextOptions {
 };
 
 struct TrainOptions {
-  std::string model = "cnn";  // mlp | cnn | gpt: which task
+  nn::ModelKind model = nn::ModelKind::cnn;  // which task
 
   // How long. The first of these that is set decides: --steps, --epochs (may be fractional),
   // the resumed run's own plan, --time-limit (the first steps' speed sets the step count);
@@ -126,7 +127,7 @@ struct TrainOptions {
   ImageOptions image;
   TextOptions text;
 
-  bool is_image_task() const { return model == "mlp" || model == "cnn"; }
+  bool is_image_task() const { return nn::is_image_classifier(model); }
   bool tensor_parallel() const { return tp > 1; }
   bool pipeline_parallel() const { return pp > 1; }
   int zero_stage() const;  // 1 to 3 for --parallel zeroN[,...], else 0

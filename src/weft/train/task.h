@@ -61,7 +61,7 @@ class Task {
   virtual ~Task() = default;
 
   virtual const TaskDefaults& defaults() const = 0;
-  // The model's name as checkpoints record it ("mlp", "cnn", "gpt"): resuming checks it.
+  // The model's name as checkpoints record it (nn::model_kind_name): resuming checks it.
   virtual std::string model_name() const = 0;
   // Builds the model from weft's default generator (seeded by the trainer just before).
   virtual std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const = 0;
@@ -101,7 +101,7 @@ std::unique_ptr<Task> make_language_task(const TrainOptions& options, std::ostre
 
 // The defaults of --model's task (its defaults()), known before any data is read, so that the
 // flags are checked against them first.
-const TaskDefaults& task_defaults(const std::string& model);
+const TaskDefaults& task_defaults(nn::ModelKind model);
 const TaskDefaults& image_task_defaults();
 const TaskDefaults& language_task_defaults();
 

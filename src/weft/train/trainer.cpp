@@ -156,7 +156,7 @@ class StepProfiler {
       : first_(std::min(o.profile_first_step.value_or(2), planned_steps)),
         last_(std::min(o.profile_last_step.value_or(4), planned_steps)) {
     for (auto& [name, module] : model.named_modules()) {
-      names_.push_back(name.empty() ? o.model : name);
+      names_.push_back(name.empty() ? nn::model_kind_name(o.model) : name);
       const char* scope = names_.back().c_str();
       hooks_.push_back(module->register_forward_pre_hook([scope](nn::Module&, const Tensor&) -> std::optional<Tensor> {
         monitor::begin_module(scope);
@@ -278,15 +278,11 @@ Tensor summed_cross_entropy(const Tensor& outputs, const Tensor& targets) {
 }
 
 std::unique_ptr<Task> make_task(const TrainOptions& o, std::ostream& log) {
-  if (o.is_image_task()) return make_image_task(o, log);
-  if (o.model == "gpt") return make_language_task(o, log);
-  throw ValueError(str("--model: must be one of mlp, cnn, gpt, got '", o.model, "'"));
+  return o.is_image_task() ? make_image_task(o, log) : make_language_task(o, log);
 }
 
-const TaskDefaults& task_defaults(const std::string& model) {
-  if (model == "mlp" || model == "cnn") return image_task_defaults();
-  if (model == "gpt") return language_task_defaults();
-  throw ValueError(str("--model: must be one of mlp, cnn, gpt, got '", model, "'"));
+const TaskDefaults& task_defaults(nn::ModelKind model) {
+  return nn::is_image_classifier(model) ? image_task_defaults() : language_task_defaults();
 }
 
 nlohmann::json TrainResult::to_json() const {
@@ -361,7 +357,7 @@ class OutputDirectory {
     if (const std::optional<std::string> why = io::why_not_writable_directory(o.out_dir))
       throw ValueError(str("--out ", o.out_dir, ": ", *why));
     if (error) throw IOError(str("cannot create --out directory ", o.out_dir, ": ", error.message()));
-    lock_.emplace(o.out_dir, str("weft train --model ", o.model));
+    lock_.emplace(o.out_dir, str("weft train --model ", nn::model_kind_name(o.model)));
     if (same_directory(o.resume_dir, o.out_dir)) return;
     // Another run's files are never replaced unasked: its checkpoint, metrics and events.
     const std::vector<std::string> found = run_files(o.out_dir);
@@ -600,7 +596,7 @@ struct Run {
     saved_in = o.resume_dir;
     saved_step = state.step;
 
-    result.model = o.model;
+    result.model = nn::model_kind_name(o.model);
     result.params = whole_params;
     result.planned_steps = planned_steps;
     result.batch_size = batch_size;
@@ -614,7 +610,7 @@ struct Run {
                     {"ranks", group.size()}, {"tp", o.tp}, {"pp", o.pp}, {"pp_schedule", given.pp_schedule},
                     {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
                     {"sync_every", o.sync_every}, {"all_reduced_bytes_per_step", plan.mode().all_reduced_bytes()}};
-    log << o.model << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
+    log << nn::model_kind_name(o.model) << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
         << " samples, " << steps_per_epoch << " per epoch" << plan.describe(rank_batch, micro_batch, o.print_schedule);
   }
 
