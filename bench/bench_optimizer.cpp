@@ -4,6 +4,8 @@
 //
 //   build/bench/bench_optimizer 50304x768 64x768 768 ...        (shapes as DIMxDIM..., one per parameter)
 //
+// Without shapes (as make bench runs every bench_*), the MLP's: 784-512-256-10.
+//
 // Rows: AdamW (betas 0.9 / 0.95, weight decay 0.1, as bench/gpt_vs_pytorch.py trains), SGD with
 // momentum 0.9, clip_grad_norm to norm 1 (norm and in-place scaling; the grads restored, untimed,
 // before each call), grad_norm alone (what the
@@ -62,8 +64,10 @@ int main(int argc, char** argv) {
   Generator gen(0);
   std::vector<Tensor> params;
   int64_t numel = 0;
-  for (int i = 1; i < argc; ++i) {
-    Tensor p = Tensor::randn(parse_shape(argv[i]), gen).requires_grad_(true);
+  std::vector<std::string> shapes(argv + 1, argv + argc);
+  if (shapes.empty()) shapes = {"512x784", "512", "256x512", "256", "10x256", "10"};
+  for (const std::string& shape : shapes) {
+    Tensor p = Tensor::randn(parse_shape(shape), gen).requires_grad_(true);
     p.set_grad(Tensor::randn(p.shape(), gen));
     numel += p.numel();
     params.push_back(p);
