@@ -57,6 +57,8 @@ Tensor Tensor::empty_fortran(const Shape& shape, DType dtype) {
 }
 
 Tensor Tensor::empty_like(const Tensor& like, DType dtype) {
+  // The common case first: a contiguous input needs no stride order (the sort allocates).
+  if (like.is_contiguous()) return empty(like.shape(), dtype, like.device());
   std::vector<int64_t> order(like.dim());
   for (int64_t d = 0; d < like.dim(); ++d) order[d] = d;
   std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return like.strides()[x] > like.strides()[y]; });
@@ -69,8 +71,8 @@ Tensor Tensor::empty_like(const Tensor& like, DType dtype) {
     strides[d] = expected;
     expected *= like.shape()[d];
   }
-  if (!dense || like.is_contiguous()) return empty(like.shape(), dtype);
-  return make_tensor(allocate_for(like.shape(), dtype, Device::cpu()), like.shape(), strides, 0, dtype);
+  if (!dense) return empty(like.shape(), dtype, like.device());
+  return make_tensor(allocate_for(like.shape(), dtype, like.device()), like.shape(), strides, 0, dtype);
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) { return empty(shape, dtype).fill_(value); }
