@@ -16,6 +16,7 @@
 #include "weft/core/random.h"
 #include "weft/dist/process_group.h"
 #include "weft/io/checkpoint_dir.h"
+#include "weft/io/fault.h"
 #include "weft/io/safetensors.h"
 #include "weft/io/sharded_checkpoint.h"
 #include "weft/nn/gpt.h"
@@ -44,8 +45,8 @@ struct Trained {
 
 Tensor flat(const Tensor& t) { return t.dim() == 0 ? t : t.contiguous().reshape({t.numel()}); }
 
-// Saves `trained` as a one-rank sharded checkpoint in `dir`, after `edit` changes what the rank writes.
-void save(const std::string& dir, Trained& trained, const std::function<void(CheckpointShard&)>& edit = {}) {
+// What the one rank writes of `trained`: views of its weights and state, as ZeRO's shards are.
+CheckpointShard shard_of(Trained& trained) {
   CheckpointShard shard;
   for (const auto& [name, t] : trained.model.state_dict()) {
     shard.tensors[name] = flat(t);
@@ -53,14 +54,42 @@ void save(const std::string& dir, Trained& trained, const std::function<void(Che
                           {"runs", nlohmann::json::array({nlohmann::json::array({0, 0, t.numel()})})}};
   }
   for (const auto& [key, t] : optimizer_state_io(trained.model, trained.optimizer).save()) shard.tensors[key] = flat(t);
-  if (edit) edit(shard);
+  return shard;
+}
+
+TrainerState at_step(int64_t step) {
   TrainerState state;
-  state.step = 1;
+  state.step = step;
   state.epoch = 1;
+  return state;
+}
+
+std::map<std::string, std::string> gpt_metadata() {
   const nlohmann::json config = {{"layers", kConfig.layers}, {"heads", kConfig.heads}, {"dim", kConfig.dim},
                                  {"context", kConfig.context}, {"vocab", kConfig.vocab}, {"dropout", 0.0}};
-  save_sharded_checkpoint(dir, dist::ProcessGroup::world(), "gpt", "AdamW", shard, state,
-                          {{"weft.gpt", config.dump()}, {"weft.tokenizer", "byte"}});
+  return {{"weft.gpt", config.dump()}, {"weft.tokenizer", "byte"}};
+}
+
+// Saves `trained` as a one-rank sharded checkpoint in `dir`, after `edit` changes what the rank writes.
+void save(const std::string& dir, Trained& trained, const std::function<void(CheckpointShard&)>& edit = {}) {
+  CheckpointShard shard = shard_of(trained);
+  if (edit) edit(shard);
+  save_sharded_checkpoint(dir, dist::ProcessGroup::world(), "gpt", "AdamW", shard, at_step(1), gpt_metadata());
+}
+
+// The weights `dir` resumes to.
+std::map<std::string, std::vector<float>> resumed_weights(const std::string& dir) {
+  Trained resumed;
+  load_checkpoint(dir, resumed.model, "gpt", optimizer_state_io(resumed.model, resumed.optimizer));
+  std::map<std::string, std::vector<float>> weights;
+  for (const auto& [name, t] : resumed.model.state_dict()) weights[name] = t.to_vector<float>();
+  return weights;
+}
+
+std::map<std::string, std::vector<float>> weights_of(const nn::Module& model) {
+  std::map<std::string, std::vector<float>> weights;
+  for (const auto& [name, t] : model.state_dict()) weights[name] = t.to_vector<float>();
+  return weights;
 }
 
 std::string index_of(const std::string& dir) { return io::current_checkpoint(dir) + "/" + io::kShardIndex; }
@@ -117,6 +146,70 @@ TEST_F(ShardedCheckpoint, AnUntouchedCheckpointConsolidatesAndResumes) {
 
   const nlohmann::json index = nlohmann::json::parse(std::ifstream(index_of(path("saved"))));
   EXPECT_EQ(index["checksums"], nlohmann::json::array({io::load_safetensors(shard_of(path("saved"))).metadata.at(io::kChecksumKey)}));
+}
+
+// A background sharded save (weft train --async-save under ZeRO, tp or pp) writes the state of its
+// step: the shard holds views of the live weights and state, which the step after save_sharded
+// changes while the thread writes.
+TEST(ShardedBackgroundSave, WritesTheStateOfItsStepWhileTrainingGoesOn) {
+  testing::TempDir dir;
+  manual_seed(1);
+  Trained training;
+  const auto at_save = weights_of(training.model);
+  CheckpointSaver saver(/*background=*/true);
+  saver.save_sharded(dir.path(), dist::ProcessGroup::world(), "gpt", "AdamW", shard_of(training), at_step(1),
+                     gpt_metadata());
+  sum(training.model(Tensor::from_vector(std::vector<int64_t>{3, 1, 5, 2}, {1, 4}))).backward();
+  training.optimizer.step();
+  saver.wait();
+  ASSERT_NE(weights_of(training.model), at_save);
+  EXPECT_EQ(resumed_weights(dir.path()), at_save);
+}
+
+// Failing at any operation, in save_sharded (the staging directory) or in the thread (the shard,
+// the index, trainer.json, the commit), a background sharded save throws the blocking one's
+// IOError from save_sharded or the next wait(), and the previous checkpoint stays current.
+TEST(ShardedBackgroundSave, FailingAtAnyOperationLeavesTheLastOneResumable) {
+  manual_seed(1);
+  Trained before;
+  Trained after;
+  sum(after.model(Tensor::from_vector(std::vector<int64_t>{3, 1, 5, 2}, {1, 4}))).backward();
+  after.optimizer.step();
+  int64_t n = 1, failed_in_background = 0;
+  for (;; ++n) {
+    testing::TempDir dir;
+    save_sharded_checkpoint(dir.path(), dist::ProcessGroup::world(), "gpt", "AdamW", shard_of(before), at_step(1),
+                            gpt_metadata());
+    CheckpointSaver saver(/*background=*/true);
+    io::inject_fault_at(n);
+    std::string message;
+    bool started = false;
+    try {
+      saver.save_sharded(dir.path(), dist::ProcessGroup::world(), "gpt", "AdamW", shard_of(after), at_step(2),
+                         gpt_metadata());
+      started = true;
+      saver.wait();
+    } catch (const IOError& e) {
+      message = e.what();
+    }
+    const int64_t seen = io::fault_points_seen();
+    io::inject_fault_at(0);
+    if (message.empty()) {
+      EXPECT_LT(seen, n) << "operation " << n << " was told to fail and the save passed";
+      break;
+    }
+    SCOPED_TRACE("failed at operation " + std::to_string(n));
+    failed_in_background += started;
+    EXPECT_TRUE(contains(message, "No space left on device")) << message;
+    const bool committed = resumed_weights(dir.path()) == weights_of(after.model);
+    EXPECT_TRUE(committed || resumed_weights(dir.path()) == weights_of(before.model));
+    saver.save_sharded(dir.path(), dist::ProcessGroup::world(), "gpt", "AdamW", shard_of(after), at_step(2),
+                       gpt_metadata());
+    saver.wait();
+    EXPECT_EQ(resumed_weights(dir.path()), weights_of(after.model));
+  }
+  EXPECT_GT(n, 10) << "the shard's, the index's and trainer.json's writes, fsyncs and renames are all counted";
+  EXPECT_GT(failed_in_background, 8) << "all but the staging directory fail in the thread";
 }
 
 // Checkpoints whose files agree with each other but not with the model.

@@ -232,7 +232,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_flag("--overwrite", o->overwrite,
               "start over in an --out that holds a run: deletes that run's checkpoint, metrics and events first");
   t->add_flag("--async-save", o->async_save,
-              "write each checkpoint on a background thread while training goes on (one-process runs)");
+              "write each checkpoint on a background thread while training goes on");
   number_flag(t, "--seed", o->seed, "the same seed gives the same run");
   number_flag(t, "--threads", o->threads, "0: all cores (or OMP_NUM_THREADS)");
   number_flag(t, "--prefetch", o->prefetch, "batches prepared ahead in the background");

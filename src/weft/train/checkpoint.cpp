@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -284,29 +285,44 @@ TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const st
   return std::move(saved.state);
 }
 
-void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, const std::string& model_name,
-                             const std::string& optimizer_name, const CheckpointShard& shard, const TrainerState& state,
-                             const std::map<std::string, std::string>& model_metadata,
-                             const std::function<void(const std::string&)>& save_files) {
+namespace {
+
+// What rank 0 prepares before any rank writes its shard: the staging directory and the task's
+// files. Its failure is kept for every rank to agree on, rather than thrown on rank 0 alone.
+struct ShardedStaging {
+  std::optional<io::CheckpointWriter> writer;
+  std::string error;
+};
+
+std::unique_ptr<ShardedStaging> stage_sharded(const std::string& dir, int rank, int64_t step,
+                                              const std::function<void(const std::string&)>& save_files) {
+  auto staging = std::make_unique<ShardedStaging>();
+  if (rank != 0) return staging;
+  try {
+    staging->writer.emplace(dir, step);
+    if (save_files) save_files(staging->writer->staging());
+  } catch (const Error& e) {
+    staging->error = e.what();
+  }
+  return staging;
+}
+
+// The rest of a sharded save, collective over `group`: each rank writes its shard, rank 0 the index
+// and trainer.json, and rank 0 commits once every rank has written.
+void write_sharded(const std::string& dir, dist::ProcessGroup& group, ShardedStaging& prepared,
+                   const std::string& model_name, const std::string& optimizer_name, const CheckpointShard& shard,
+                   const TrainerState& state, const std::map<std::string, std::string>& model_metadata) {
   const int rank = group.rank(), ranks = group.size();
-  std::string error;  // this rank's failure
+  std::string& error = prepared.error;  // this rank's failure
   auto agree = [&] {
     if (group.any(!error.empty()))
       throw IOError(error.empty() ? str("saving the checkpoint in ", dir, " failed on another rank; the previous "
                                         "checkpoint stays current")
                                   : error);
   };
-  std::optional<io::CheckpointWriter> writer;
+  agree();
   // Tells this save's files from another's: a shard left by an earlier save cannot pass for one.
   Tensor id = Tensor::scalar(static_cast<double>(std::random_device{}()), DType::i64);
-  if (rank == 0) {
-    try {
-      writer.emplace(dir, state.step);
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  }
-  agree();
   group.broadcast(id, 0);
   const std::string checkpoint_id = std::to_string(static_cast<int64_t>(id.item()));
   const std::string staging = io::staging_directory(dir, state.step);
@@ -331,13 +347,45 @@ void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, 
       io::write_shard_index(staging, state.step, checkpoint_id, model_file_metadata(model_metadata, model_name, state.step),
                             checksums, shard.layout);
       write_trainer_state(staging, model_name, optimizer_name, state);
-      if (save_files) save_files(staging);
-      writer->commit();
+      prepared.writer->commit();
     } catch (const Error& e) {
       error = e.what();
     }
   }
   agree();
+}
+
+}  // namespace
+
+void save_sharded_checkpoint(const std::string& dir, dist::ProcessGroup& group, const std::string& model_name,
+                             const std::string& optimizer_name, const CheckpointShard& shard, const TrainerState& state,
+                             const std::map<std::string, std::string>& model_metadata,
+                             const std::function<void(const std::string&)>& save_files) {
+  const std::unique_ptr<ShardedStaging> staging = stage_sharded(dir, group.rank(), state.step, save_files);
+  write_sharded(dir, group, *staging, model_name, optimizer_name, shard, state, model_metadata);
+}
+
+void CheckpointSaver::save_sharded(const std::string& dir, dist::ProcessGroup& group, const std::string& model_name,
+                                   const std::string& optimizer_name, const CheckpointShard& shard,
+                                   const TrainerState& state, const std::map<std::string, std::string>& model_metadata,
+                                   const std::function<void(const std::string&)>& save_files) {
+  if (!background_)
+    return save_sharded_checkpoint(dir, group, model_name, optimizer_name, shard, state, model_metadata, save_files);
+  wait();
+  std::unique_ptr<ShardedStaging> staging = stage_sharded(dir, group.rank(), state.step, save_files);
+  CheckpointShard copy{.tensors = {}, .layout = shard.layout};
+  {
+    NoGradGuard no_grad;
+    for (const auto& [name, tensor] : shard.tensors) copy.tensors.emplace(name, tensor.clone());
+  }
+  writer_ = std::thread([this, &group, dir, staging = std::move(staging), copy = std::move(copy), model_name,
+                         optimizer_name, state, model_metadata] {
+    try {
+      write_sharded(dir, group, *staging, model_name, optimizer_name, copy, state, model_metadata);
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  });
 }
 
 void consolidate_checkpoint(const std::string& dir, const std::string& out_file) {

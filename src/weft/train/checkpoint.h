@@ -43,8 +43,9 @@
 // from the shards, so a sharded checkpoint resumes on any number of ranks, with or without ZeRO,
 // and consolidate_checkpoint merges it into one model file that weft eval reads.
 //
-// CheckpointSaver saves a one-process checkpoint in the background (weft train --async-save), as
-// PyTorch DCP's async_save does: the same files and the same commit, written while training goes on.
+// CheckpointSaver saves a checkpoint, one-process or sharded, in the background (weft train
+// --async-save), as PyTorch DCP's async_save does: the same files and the same commit, written
+// while training goes on.
 #pragma once
 #include <array>
 #include <optional>
@@ -77,6 +78,7 @@ struct TrainerState {
 // How optimizer state goes into and comes out of a checkpoint (dist/split_model.h). The overloads
 // that take an Optimizer read and write it directly.
 using dist::OptimizerStateIO;
+using dist::CheckpointShard;  // what one rank contributes to a sharded checkpoint
 OptimizerStateIO optimizer_state_io(const nn::Module& model, optim::Optimizer& optimizer);
 
 // `model_metadata` joins model.safetensors' metadata (what a reader needs to rebuild the model);
@@ -91,17 +93,21 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const std:
                      const std::map<std::string, std::string>& model_metadata = {},
                      const std::function<void(const std::string& dir)>& save_files = {});
 
-// save_checkpoint, blocking, or with `background` in two halves. On the caller's thread, save()
-// waits for the save in flight, creates the staging directory, copies the weights and optimizer
-// state into new tensors (the next steps change the model and the optimizer in place) and writes
-// the task's files (so that nothing the caller owns is read later); a thread of its own then writes
-// model, optimizer and trainer state and commits, as save_checkpoint does. One save at most is in
-// flight, and the copies hold as many bytes as the weights and optimizer state until it ends. A
-// killed background save is a killed save: the previous checkpoint stays current, and the next
-// save removes what it left. Its failure (IOError, as save_checkpoint's) is thrown by the next
-// save() or wait(). Sharded saves stay blocking: their agreement is collectives on the training
-// group, which completes operations in the order each rank issues them, so a background thread's
-// collectives would interleave differently on each rank with the step's own.
+// save_checkpoint and save_sharded_checkpoint, blocking, or with `background` in two halves. On the
+// caller's thread, a save waits for the one in flight, creates the staging directory (rank 0 of a
+// sharded save), copies the state it writes into new tensors (the next steps change the model and
+// the optimizer in place) and writes the task's files (so that nothing the caller owns is read
+// later); a thread of its own then writes the files and commits, as the blocking save does. One
+// save at most is in flight, and the copies hold as many bytes as the state written (a rank's
+// shard, for a sharded save) until it ends. A killed background save is a killed save: the
+// previous checkpoint stays current, and the next save removes what it left. Its failure (IOError,
+// as the blocking save's) is thrown by the next save or wait(); a sharded one on every rank, as
+// the ranks agree on it in the thread.
+//
+// A background sharded save agrees through collectives on the `group` it is given, in the thread:
+// that group must be one no other thread uses (a split of the training group: a group completes
+// operations in the order each rank issues them, so the step's own would interleave with the
+// save's differently on each rank).
 class CheckpointSaver {
  public:
   explicit CheckpointSaver(bool background) : background_(background) {}
@@ -115,6 +121,11 @@ class CheckpointSaver {
             const OptimizerStateIO& optimizer, const TrainerState& state,
             const std::map<std::string, std::string>& model_metadata = {},
             const std::function<void(const std::string& dir)>& save_files = {});
+  // Collective over `group` (see above): this rank's part of a sharded checkpoint.
+  void save_sharded(const std::string& dir, dist::ProcessGroup& group, const std::string& model_name,
+                    const std::string& optimizer_name, const CheckpointShard& shard, const TrainerState& state,
+                    const std::map<std::string, std::string>& model_metadata = {},
+                    const std::function<void(const std::string& dir)>& save_files = {});
   // Returns once no save is in flight; rethrows a background save's failure.
   void wait();
 
@@ -139,7 +150,6 @@ nlohmann::json saved_run_options(const std::string& dir);
 // and with `remove`, deletes those and nothing else. Returns what it found (or removed).
 std::vector<std::string> run_files(const std::string& dir, bool remove = false);
 
-using dist::CheckpointShard;  // what one rank contributes to a sharded checkpoint
 // Collective over `group`: each rank writes its file, rank 0 the index, trainer.json and the task's
 // files (`save_files`), and rank 0 commits once every rank has written. A failure on any rank fails
 // the save on every rank (IOError), and the previous checkpoint stays current.

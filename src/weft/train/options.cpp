@@ -148,8 +148,6 @@ void TrainOptions::validate() const {
              resume_dir, " continues; continue it without --overwrite, or start a new run in another --out");
   WEFT_CHECK(!async_save || !out_dir.empty(), ValueError,
              "--async-save: saves checkpoints into --out, and no --out is given");
-  WEFT_CHECK(!async_save || (zero_stage() == 0 && tp == 1 && pp == 1), ValueError, "--async-save: sharded checkpoints "
-             "(--parallel ", parallel, ") are saved blocking; leave --async-save out");
   check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
   check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
   check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});
@@ -240,7 +238,8 @@ nlohmann::json TrainOptions::agreed_across_ranks() const {
           {"--pp-schedule", pp_schedule}, {"--grad-compress", grad_compress}, {"--sync-every", sync_every},
           {"--bucket-mb", bucket_mb}, {"--no-overlap", !ddp_overlap}, {"--grad-accum", grad_accum},
           {"--checkpoint-activations", checkpoint_activations}, {"--auto-batch", auto_batch},
-          {"--eval-every", or_null(eval_every)}, {"--out", out_dir}, {"--resume", resume_dir}, {"--seed", seed},
+          {"--eval-every", or_null(eval_every)}, {"--out", out_dir}, {"--resume", resume_dir}, {"--async-save", async_save},
+          {"--seed", seed},
           {"--dataset", image.dataset}, {"--data-dir", image.data_dir}, {"--layers", or_null(text.layers)},
           {"--heads", or_null(text.heads)}, {"--dim", or_null(text.dim)}, {"--context", or_null(text.context)},
           {"--vocab", or_null(text.vocab)}, {"--dropout", text.dropout}, {"--tokenizer", text.tokenizer},

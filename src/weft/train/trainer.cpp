@@ -440,6 +440,8 @@ struct Run {
   double window_loss = 0;
   int64_t window_items = 0, window_correct = 0, window_steps = 0;
   Clock::time_point window_start = Clock::now();
+  // The group a background sharded save agrees on, which nothing else uses (train/checkpoint.h).
+  std::unique_ptr<dist::ProcessGroup> saving_group;
   CheckpointSaver saver{given.async_save};  // last: destroyed first, waiting for a save in flight
 
   Run(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive, dist::ProcessGroup& ranks)
@@ -451,6 +453,7 @@ struct Run {
         log(rank == 0 ? rank0_log : nowhere),
         interactive(rank == 0 && rank0_interactive),
         plan(ranks, parallel_options(options)) {
+    if (given.async_save && distributed) saving_group = group.split(0, rank);
     if (rank != 0) {
       o.out_dir.clear();
       o.profile_trace.clear();
@@ -635,8 +638,8 @@ struct Run {
     if (scaler) state.grad_scaler = scaler->state();
     const auto save_files = [&](const std::string& dir) { task->save_files(dir); };
     if (const std::optional<CheckpointShard> shard = plan.checkpoint_shard(*model, *optimizer, optimizer_io))
-      save_sharded_checkpoint(given.out_dir, group, task->model_name(), optimizer->name(), *shard, state,
-                              task->checkpoint_metadata(), save_files);
+      saver.save_sharded(given.out_dir, saving_group ? *saving_group : group, task->model_name(), optimizer->name(),
+                         *shard, state, task->checkpoint_metadata(), save_files);
     else if (metrics)
       saver.save(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
     saved_in = given.out_dir;
