@@ -194,7 +194,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   t->add_flag("--print-schedule", o->print_schedule, "--parallel pp: draw the pipeline's timeline and its bubble");
   number_flag(t, "--tp", o->tp, "--parallel tp: ranks per tensor-parallel group (a divisor of the ranks, of --heads "
                                 "and of --vocab)");
-  number_flag(t, "--bucket-mb", o->bucket_mb, "DDP: gradient bucket size in MiB");
+  number_flag(t, "--bucket-mb", o->bucket_mb, "gradient bucket size in MiB (DDP, ZeRO, local SGD)");
   t->add_option("--grad-compress", o->grad_compress,
                 "DDP: all-reduce the gradients in 16 bits (bf16 | fp16), summed in f32: half the bytes")
       ->check(one_of({"bf16", "fp16"}));

@@ -68,7 +68,6 @@ class ImageTask : public Task {
         test_(load_image_dataset(o.image.dataset, o.image.data_dir, false)) {}
 
   const TaskDefaults& defaults() const override { return kImageDefaults; }
-  std::string model_name() const override { return nn::model_kind_name(model_); }
   int64_t eval_samples() const override { return test_.size(); }
   std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const override {
     auto model = nn::make_image_classifier(model_);

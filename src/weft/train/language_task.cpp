@@ -297,7 +297,6 @@ class LanguageTask : public Task {
   }
 
   const TaskDefaults& defaults() const override { return kTextDefaults; }
-  std::string model_name() const override { return nn::model_kind_name(nn::ModelKind::gpt); }
   int64_t eval_samples() const override {
     if (!val_) return 0;
     return eval_windows_ > 0 ? std::min(eval_windows_, val_->size()) : val_->size();

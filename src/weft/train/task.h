@@ -61,8 +61,6 @@ class Task {
   virtual ~Task() = default;
 
   virtual const TaskDefaults& defaults() const = 0;
-  // The model's name as checkpoints record it (nn::model_kind_name): resuming checks it.
-  virtual std::string model_name() const = 0;
   // Builds the model from weft's default generator (seeded by the trainer just before).
   virtual std::shared_ptr<nn::Module> make_model(bool checkpoint_activations) const = 0;
 

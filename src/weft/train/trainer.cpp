@@ -415,6 +415,7 @@ struct Run {
   dist::ParallelPlan plan;
   std::optional<OutputDirectory> out;
   std::unique_ptr<Task> task;
+  const std::string model_name = nn::model_kind_name(o.model);  // as checkpoints record it; a resume checks it
   double lr = 0, clip_grad = 0;
   int64_t batch_size = 0, rank_batch = 0, micro_batch = 0, whole_params = 0;
   std::shared_ptr<nn::Module> model;
@@ -533,7 +534,7 @@ struct Run {
             return whole;
           },
           [&](nn::Module& into, const OptimizerStateIO& io) {
-            state = load_checkpoint(o.resume_dir, into, task->model_name(), io);
+            state = load_checkpoint(o.resume_dir, into, model_name, io);
           });
       default_generator().set_state(state.rng);
       if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
@@ -638,10 +639,10 @@ struct Run {
     if (scaler) state.grad_scaler = scaler->state();
     const auto save_files = [&](const std::string& dir) { task->save_files(dir); };
     if (const std::optional<CheckpointShard> shard = plan.checkpoint_shard(*model, *optimizer, optimizer_io))
-      saver.save_sharded(given.out_dir, saving_group ? *saving_group : group, task->model_name(), optimizer->name(),
+      saver.save_sharded(given.out_dir, saving_group ? *saving_group : group, model_name, optimizer->name(),
                          *shard, state, task->checkpoint_metadata(), save_files);
     else if (metrics)
-      saver.save(o.out_dir, *model, task->model_name(), optimizer_io, state, task->checkpoint_metadata(), save_files);
+      saver.save(o.out_dir, *model, model_name, optimizer_io, state, task->checkpoint_metadata(), save_files);
     saved_in = given.out_dir;
     saved_step = state.step;
   }
