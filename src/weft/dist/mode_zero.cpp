@@ -42,23 +42,22 @@ class ZeroMode : public DataParallelMode {
   void before_loading() override { zero_.gather_parameters(); }
   void after_loading() override { zero_.release_parameters(); }
 
-  // This rank's runs of the parameters and their optimizer state, and (for rank 0 to write) where
-  // every rank's runs lie; rank 0 adds the buffers.
+  // This rank's pieces of the parameters and of their optimizer state; rank 0 adds the buffers.
   std::optional<CheckpointShard> checkpoint_shard(const nn::Module& model, const optim::Optimizer& optimizer,
                                                   const std::vector<std::string>& names) const override {
-    CheckpointShard shard{.tensors = zero_.local_state(optimizer, names), .layout = nlohmann::json::object()};
+    CheckpointShard shard{.tensors = zero_.local_state(optimizer, names), .parts = {}, .layout = {}};
     const std::vector<Tensor> params = model.parameters();
-    for (size_t i = 0; i < params.size(); ++i)
-      shard.layout[names[i]] = {{"shape", params[i].shape()}, {"dtype", dtype_name(params[i].dtype())},
-                                {"runs", nlohmann::json::array()}};
-    for (int r = 0; r < zero_.ranks(); ++r)
-      for (const ZeroDataParallel::Piece& piece : zero_.pieces(r))
-        shard.layout[names[piece.param]]["runs"].push_back({r, piece.begin, piece.length});
+    for (const ZeroDataParallel::Piece& piece : zero_.pieces(zero_.rank())) {
+      const Tensor& p = params[piece.param];
+      shard.parts[names[piece.param]] = {.whole = p.shape(), .dtype = p.dtype(),
+                                         .run = {.begin = piece.begin, .length = piece.length, .count = 1,
+                                                 .stride = piece.length},
+                                         .local = {piece.length}};
+    }
     if (zero_.rank() == 0) {
       for (const auto& [name, buffer] : model.named_buffers()) {
         shard.tensors[name] = buffer.reshape({buffer.numel()}).clone();
-        shard.layout[name] = {{"shape", buffer.shape()}, {"dtype", dtype_name(buffer.dtype())},
-                              {"runs", {{0, 0, buffer.numel()}}}};
+        shard.parts[name] = whole_part(buffer.shape(), buffer.dtype());
       }
     }
     return shard;

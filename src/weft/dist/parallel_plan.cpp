@@ -66,10 +66,10 @@ ParallelPlan::ParallelPlan(ProcessGroup& world, ParallelOptions options)
 std::shared_ptr<nn::Module> ParallelPlan::split(std::shared_ptr<nn::Module> model) {
   if (splits_model()) layers_ = dynamic_cast<const nn::GPT&>(*model).config.layers;
   if (groups_.tp) tp_layout_ = parallelize_gpt(dynamic_cast<nn::GPT&>(*model), *groups_.tp);
-  // Every parameter's name and whole shape, for the checkpoint's index (a tensor-parallel rank or
-  // a stage holds a share).
+  // Every parameter's name and whole shape, which a resume checks the checkpoint against (a
+  // tensor-parallel rank or a stage holds a share).
   for (const auto& [name, p] : model->named_parameters())
-    whole_names_.emplace_back(name, tp_layout_.contains(name) ? tp_layout_.at(name).whole : p.shape());
+    whole_shapes_[name] = tp_layout_.contains(name) ? tp_layout_.at(name).whole : p.shape();
   // The rest of the whole goes with the stage, or the rest of the rank's tensor-parallel slices.
   if (groups_.pp) {
     stage_ = std::make_shared<GPTStage>(dynamic_cast<nn::GPT&>(*model), groups_.pp->rank(), layout_.pp);
@@ -119,39 +119,43 @@ OptimizerStateIO ParallelPlan::optimizer_io(OptimizerStateIO whole, optim::Optim
 }
 
 void ParallelPlan::resume(nn::Module& model, const OptimizerStateIO& optimizer_io, const std::string& resume_dir,
-                          const std::function<std::shared_ptr<nn::Module>()>& make_whole,
-                          const std::function<void(nn::Module& into, const OptimizerStateIO& optimizer_io)>& load) {
+                          const std::function<WholeState(const nn::Module* fit)>& read) {
   mode_->before_loading();
+  const WholeState whole = read(splits_model() ? nullptr : &model);
+  std::map<std::string, Tensor> weights = whole.weights, optimizer_state = whole.optimizer;
   if (splits_model()) {
-    // A split model resumes from a checkpoint of any layout: it goes into a whole model, and the
-    // rank takes its share (its stage's parameters, or its slices of them) of the weights and of
-    // the optimizer's state, both keyed by the whole model's names.
-    const auto mine = [&](const std::map<std::string, Tensor>& whole_state) {
-      return split_model_state(whole_state, model, tp_layout_, layout_, world_.rank());
-    };
-    std::shared_ptr<nn::Module> whole = make_whole();
-    const OptimizerStateIO sharing{
-        .name = optimizer_io.name, .save = {}, .load = [&](const std::map<std::string, Tensor>& dict, bool keyed_by_name) {
-          WEFT_CHECK(keyed_by_name, FormatError, "--parallel ", options_.parallel, ": ", resume_dir, " keys its optimizer "
-                     "state by position (an older weft); resume it in one process once to rewrite it");
-          optimizer_io.load(mine(dict), true);
-        }};
-    load(*whole, sharing);
-    std::map<std::string, Tensor> weights;
-    for (const auto& [name, tensor] : whole->state_dict()) weights[name] = tensor;
-    nn::StateDict local;
-    for (const auto& [name, tensor] : mine(weights)) local.insert(name, tensor);
-    model.load_state_dict(local);
-  } else {
-    load(model, optimizer_io);
+    // Checked against the whole model's parameters, as one process checks its model.
+    for (const auto& [name, shape] : whole_shapes_) {
+      auto it = weights.find(name);
+      WEFT_CHECK(it != weights.end(), FormatError, resume_dir, ": has no '", name, "', a parameter of the ",
+                 options_.parallel, " run's model");
+      WEFT_CHECK(it->second.shape() == shape, FormatError, resume_dir, ": '", name, "' is ",
+                 shape_str(it->second.shape()), ", the run's model has ", shape_str(shape));
+    }
+    for (const auto& [name, tensor] : weights)
+      WEFT_CHECK(whole_shapes_.contains(name), FormatError, resume_dir, ": holds '", name,
+                 "', which the run's model has no parameter of");
+    WEFT_CHECK(whole.keyed_by_name, FormatError, "--parallel ", options_.parallel, ": ", resume_dir, " keys its "
+               "optimizer state by position (an older weft); resume it in one process once to rewrite it");
+    // The rank's parts: its stage's parameters, or its slices of them, and their optimizer state.
+    const std::map<std::string, TensorPart> held = split_model_parts(model, tp_layout_, layout_, world_.rank());
+    weights = take_parts(weights, held);
+    optimizer_state = take_parts(optimizer_state, held);
   }
+  nn::StateDict state_dict;
+  for (const auto& [name, tensor] : weights) state_dict.insert(name, tensor);
+  model.load_state_dict(state_dict);
+  optimizer_io.load(optimizer_state, whole.keyed_by_name);
   mode_->after_loading();
 }
 
 std::optional<CheckpointShard> ParallelPlan::checkpoint_shard(const nn::Module& model, const optim::Optimizer& optimizer,
                                                               const OptimizerStateIO& optimizer_io) {
-  if (!splits_model()) return mode_->checkpoint_shard(model, optimizer, param_names_);
-  return split_model_shard(model, optimizer_io.save(), whole_names_, tp_layout_, layout_, world_.rank(), layers_);
+  std::optional<CheckpointShard> shard =
+      splits_model() ? split_model_shard(model, optimizer_io.save(), tp_layout_, layout_, world_.rank(), layers_)
+                     : mode_->checkpoint_shard(model, optimizer, param_names_);
+  if (shard) gather_shard_layout(*shard, world_);
+  return shard;
 }
 
 std::string ParallelPlan::describe(int64_t rank_batch, int64_t micro_batch, bool print_schedule) const {

@@ -9,7 +9,8 @@
 //     whole model's gradient for clipping, and the loss (vocabulary-parallel under tp),
 //   - gives the step's forward-backward function: the trainer's plain one (micro-batches), or the
 //     pipeline's schedule (GPipe, 1F1B),
-//   - shards the state for a checkpoint and takes a rank's share of a whole one on resume.
+//   - says which part of the whole model's state the rank holds, for its checkpoint shard and for a
+//     resume from a checkpoint of any layout (dist/sharded_state.h).
 //
 // The trainer's loop calls it the same way whatever the mode:
 //
@@ -44,6 +45,7 @@
 #include "weft/dist/forward_backward.h"
 #include "weft/dist/pipeline.h"
 #include "weft/dist/process_group.h"
+#include "weft/dist/sharded_state.h"
 #include "weft/dist/split_model.h"
 #include "weft/dist/tensor_parallel.h"
 #include "weft/nn/module.h"
@@ -122,6 +124,13 @@ struct ModeContext {
   std::string ranks_name;  // " ranks", or " data-parallel replicas" of a split model
 };
 
+// A checkpoint's state read whole, for a resume to take its parts of.
+struct WholeState {
+  std::map<std::string, Tensor> weights;    // the whole model's state dict
+  std::map<std::string, Tensor> optimizer;  // one process's optimizer state
+  bool keyed_by_name = true;                // false: an older checkpoint's optimizer state, keyed by position
+};
+
 // The step's forward and backward of one batch: its summed loss and tally, the gradients left for
 // the optimizer. `norm`, when given, reads the gradient's norm during the last backward.
 using ForwardBackward = std::function<StepTally(const data::Batch& batch, optim::BackwardGradNorm* norm)>;
@@ -168,12 +177,13 @@ class ParallelPlan {
 
   // The optimizer state's checkpoint I/O from one process's (`whole`).
   OptimizerStateIO optimizer_io(OptimizerStateIO whole, optim::Optimizer& optimizer, const std::string& resume_dir);
-  // Reads a checkpoint of any layout into `model`: `load(into, optimizer_io)` reads one process's
-  // state; a split model reads it into `make_whole()` and takes its share.
+  // Reads a checkpoint of any layout into `model` and the optimizer: `read(fit)` gives its state
+  // whole (checked against `fit` when given: the model is whole), and the rank takes the parts it
+  // holds (dist/sharded_state.h); a sharded optimizer (ZeRO) then takes its shards of those.
   void resume(nn::Module& model, const OptimizerStateIO& optimizer_io, const std::string& resume_dir,
-              const std::function<std::shared_ptr<nn::Module>()>& make_whole,
-              const std::function<void(nn::Module& into, const OptimizerStateIO& optimizer_io)>& load);
-  // This rank's part of a sharded checkpoint (collective), or none: rank 0 writes one process's.
+              const std::function<WholeState(const nn::Module* fit)>& read);
+  // This rank's part of a sharded checkpoint, its layout gathered from every rank (collective), or
+  // none: rank 0 writes one process's.
   std::optional<CheckpointShard> checkpoint_shard(const nn::Module& model, const optim::Optimizer& optimizer,
                                                   const OptimizerStateIO& optimizer_io);
 
@@ -194,7 +204,7 @@ class ParallelPlan {
   LossFn loss_, evaluation_loss_;
   int64_t layers_ = 0;
   TensorParallelLayout tp_layout_;
-  std::vector<std::pair<std::string, Shape>> whole_names_;  // the whole model's, for the checkpoint's index
+  std::map<std::string, Shape> whole_shapes_;  // the whole model's parameters, which a resume must find
   std::vector<std::string> param_names_;                    // this rank's model's
   std::shared_ptr<GPTStage> stage_;
   std::shared_ptr<PipelineForward> pipeline_forward_;

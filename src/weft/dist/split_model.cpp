@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <functional>
-#include <set>
 
 namespace weft::dist {
 
@@ -70,52 +69,41 @@ double split_model_grad_norm(const std::vector<std::string>& names, const std::v
   return std::sqrt(total.item());
 }
 
+std::map<std::string, TensorPart> split_model_parts(const nn::Module& model, const TensorParallelLayout& tp_layout,
+                                                    const RankLayout& layout, int rank) {
+  std::map<std::string, TensorPart> parts;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto split = tp_layout.find(name);
+    if (split == tp_layout.end()) {
+      parts[name] = whole_part(p.shape(), p.dtype());
+      continue;
+    }
+    const ShardedParameter& s = split->second;
+    parts[name] = {.whole = s.whole, .dtype = p.dtype(), .run = s.split.slice(s.whole, layout.tp_rank(rank), layout.tp),
+                   .local = p.shape()};
+  }
+  return parts;
+}
+
 CheckpointShard split_model_shard(const nn::Module& model, const std::map<std::string, Tensor>& optimizer_state,
-                                  const std::vector<std::pair<std::string, Shape>>& whole,
                                   const TensorParallelLayout& tp_layout, const RankLayout& layout, int rank,
                                   int64_t layers) {
   WEFT_CHECK(model.named_buffers().empty(), ValueError, "a sharded checkpoint of a split model: ", model.name(),
              " has buffers, which only a GPT's split is written for");
-  CheckpointShard shard{.tensors = {}, .layout = nlohmann::json::object()};
-  const DType dtype = model.parameters().front().dtype();
-  const nn::GPTPartition partition{layers, layout.pp};
-  for (const auto& [name, shape] : whole) {
-    const int stage = static_cast<int>(partition.stage_of(name));
-    const auto split = tp_layout.find(name);
-    nlohmann::json runs = nlohmann::json::array();
-    if (split == tp_layout.end()) {
-      runs.push_back({layout.rank_of(stage, 0, 0), 0, numel(shape)});
-    } else {
-      for (int t = 0; t < layout.tp; ++t) {
-        const Slice s = split->second.split.slice(shape, t, layout.tp);
-        runs.push_back({layout.rank_of(stage, 0, t), s.begin, s.length, s.count, s.stride});
-      }
-    }
-    shard.layout[name] = {{"shape", shape}, {"dtype", dtype_name(dtype)}, {"runs", runs}};
-  }
+  CheckpointShard shard;
   if (layout.replica(rank) != 0) return shard;
+  const std::map<std::string, TensorPart> parts = split_model_parts(model, tp_layout, layout, rank);
+  const nn::GPTPartition partition{layers, layout.pp};
   auto flat = [](const Tensor& t) { return t.dim() == 0 ? t.clone() : t.contiguous().reshape({t.numel()}).clone(); };
   for (const auto& [name, p] : model.named_parameters()) {
     if (partition.stage_of(name) != layout.stage(rank)) continue;  // the tied table's copy
     if (!tp_layout.contains(name) && layout.tp_rank(rank) != 0) continue;
+    shard.parts[name] = parts.at(name);
     shard.tensors[name] = flat(p.detach());
     for (auto it = optimizer_state.lower_bound(name + "."); it != optimizer_state.end() && it->first.starts_with(name + "."); ++it)
       if (it->first.find('.', name.size() + 1) == std::string::npos) shard.tensors[it->first] = flat(it->second);
   }
   return shard;
-}
-
-std::map<std::string, Tensor> split_model_state(const std::map<std::string, Tensor>& whole, const nn::Module& model,
-                                                const TensorParallelLayout& tp_layout, const RankLayout& layout,
-                                                int rank) {
-  std::set<std::string> mine;
-  for (const auto& [name, p] : model.named_parameters()) mine.insert(name);
-  std::map<std::string, Tensor> out;
-  for (const auto& [key, tensor] : whole) {
-    const size_t dot = key.rfind('.');
-    if (mine.contains(key) || (dot != std::string::npos && mine.contains(key.substr(0, dot)))) out[key] = tensor;
-  }
-  return slice_state_dict(out, tp_layout, layout.tp_rank(rank), layout.tp);
 }
 
 }  // namespace weft::dist

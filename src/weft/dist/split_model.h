@@ -1,8 +1,8 @@
 // What a GPT split by tensor parallelism (--parallel tp, dist/tensor_parallel.h), pipeline
 // parallelism (pp, dist/pipeline.h) or both, with data-parallel replicas of the split model around
 // them, changes in training (the parallel plan, dist/parallel_plan.h, calls these): where each rank
-// sits and its groups, the norm of the whole model's gradient for clipping, the sharded
-// checkpoint's runs, and a rank's share of a whole model's state when it resumes.
+// sits and its groups, the norm of the whole model's gradient for clipping, and the part of the
+// whole model a rank holds, which its checkpoint shard writes and a resume fills.
 //
 // Ranks are laid out as Megatron-LM lays them out: tensor parallel innermost (its all-reduces in
 // every block are the heaviest traffic, kept on one machine where it can be), then the replicas,
@@ -24,6 +24,7 @@
 
 #include "weft/dist/pipeline.h"
 #include "weft/dist/process_group.h"
+#include "weft/dist/sharded_state.h"
 #include "weft/dist/tensor_parallel.h"
 #include "weft/nn/module.h"
 
@@ -71,30 +72,18 @@ struct OptimizerStateIO {
   std::function<void(const std::map<std::string, Tensor>& dict, bool keyed_by_name)> load;
 };
 
-// What one rank contributes to a sharded checkpoint (train/checkpoint.h writes it).
-struct CheckpointShard {
-  std::map<std::string, Tensor> tensors;  // this rank's runs: "NAME", "NAME.FIELD", "NAME.step"
-  // Used from rank 0: every parameter's and buffer's shape, dtype and runs,
-  // {"NAME": {"shape": [...], "dtype": "bf16", "runs": [[rank, begin, length], ...]}}.
-  nlohmann::json layout;
-};
+// The part of the whole model each of this rank's parameters is (dist/sharded_state.h): a
+// tensor-parallel rank's slice of a split one, the whole of the others (a stage's own).
+std::map<std::string, TensorPart> split_model_parts(const nn::Module& model, const TensorParallelLayout& tp_layout,
+                                                    const RankLayout& layout, int rank);
 
-// This rank's part of a sharded checkpoint: on the first replica's ranks
-// (`writes`), the parameters of its stage (the last stage's copy of the tied table left out) or
-// its slices of them, strided runs of the whole (io/sharded_checkpoint.h), with their optimizer
-// state; a parameter every tensor-parallel rank holds whole is written by the group's first. The
-// layout (used from rank 0) names for each of the whole model's parameters (`whole`: names and
-// shapes) the world ranks holding its runs. `optimizer_state` is one process's optimizer state of
-// this rank's parameters, keyed by name (under ZeRO-1, gathered over the replicas).
+// This rank's part of a sharded checkpoint: on the first replica's ranks, the parameters of its
+// stage (the last stage's copy of the tied table left out) or its slices of them, with their
+// optimizer state; a parameter every tensor-parallel rank holds whole is written by the group's
+// first. `optimizer_state` is one process's optimizer state of this rank's parameters, keyed by
+// name (under ZeRO-1, gathered over the replicas).
 CheckpointShard split_model_shard(const nn::Module& model, const std::map<std::string, Tensor>& optimizer_state,
-                                  const std::vector<std::pair<std::string, Shape>>& whole,
                                   const TensorParallelLayout& tp_layout, const RankLayout& layout, int rank,
                                   int64_t layers);
-
-// A whole model's state dict (or an optimizer's, "NAME.FIELD") -> this rank's: its stage's entries
-// (all when pp is 1), each split one cut to the rank's slice.
-std::map<std::string, Tensor> split_model_state(const std::map<std::string, Tensor>& whole, const nn::Module& model,
-                                                const TensorParallelLayout& tp_layout, const RankLayout& layout,
-                                                int rank);
 
 }  // namespace weft::dist

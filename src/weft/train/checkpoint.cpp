@@ -244,45 +244,58 @@ std::vector<std::string> run_files(const std::string& dir, bool remove) {
   return found;
 }
 
-TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
-                             const OptimizerStateIO& optimizer) {
+SavedCheckpoint read_checkpoint(const std::string& dir, const std::string& model_name,
+                                const std::string& optimizer_name, const nn::Module* fit) {
   const std::string files = io::current_checkpoint(dir);
   SavedTrainer saved = read_trainer_state(trainer_path(files));
   WEFT_CHECK(saved.model == model_name, ValueError, "checkpoint ", dir, " holds a ", saved.model, " model, not ",
              model_name, "; resume it without --model, which then comes from the checkpoint");
-  WEFT_CHECK(saved.optimizer == optimizer.name, ValueError, "checkpoint ", dir, " was trained with ",
-             saved.optimizer, ", not ", optimizer.name, "; pass the same --optimizer to resume");
-  TrainerState& state = saved.state;
+  WEFT_CHECK(saved.optimizer == optimizer_name, ValueError, "checkpoint ", dir, " was trained with ",
+             saved.optimizer, ", not ", optimizer_name, "; pass the same --optimizer to resume");
+  SavedCheckpoint out{.trainer = std::move(saved.state), .state = {}};
+  // Checked against `fit` as a file weft eval reads is: every tensor of the model, of its shape.
+  auto check = [&](const std::string& file) {
+    if (!fit) return;
+    nn::StateDict weights;
+    for (const auto& [name, tensor] : out.state.weights) weights.insert(name, tensor);
+    infer::check_fit(*fit, model_name, weights, file);
+  };
 
   if (io::is_sharded_checkpoint(files)) {
     io::MergedShards merged = io::merge_shards(files);
-    if (merged.step != state.step)
+    if (merged.step != out.trainer.step)
       throw FormatError(str("checkpoint ", dir, " is inconsistent: its shards were saved at step ", merged.step,
-                            " and trainer.json at ", state.step, "; resume from an earlier checkpoint"));
-    nn::StateDict weights;
-    for (const auto& [name, tensor] : merged.tensors) weights.insert(name, tensor);
-    infer::check_fit(model, model_name, weights, (fs::path(files) / io::kShardIndex).string());
-    model.load_state_dict(weights);
-    optimizer.load(merged.companions, /*keyed_by_name=*/true);
-    return std::move(saved.state);
+                            " and trainer.json at ", out.trainer.step, "; resume from an earlier checkpoint"));
+    out.state.weights.insert(merged.tensors.begin(), merged.tensors.end());
+    out.state.optimizer = std::move(merged.companions);
+    check((fs::path(files) / io::kShardIndex).string());
+    return out;
   }
   io::SafetensorsFile weights = io::load_safetensors(model_path(files));
   io::SafetensorsFile optimizer_file = io::load_safetensors(optimizer_path(files));
-  if (saved_step(weights, model_path(files)) != state.step ||
-      saved_step(optimizer_file, optimizer_path(files)) != state.step)
+  if (saved_step(weights, model_path(files)) != out.trainer.step ||
+      saved_step(optimizer_file, optimizer_path(files)) != out.trainer.step)
     throw FormatError(str("checkpoint ", dir, " is inconsistent: its files were saved at different steps "
                           "(a crash while saving?); resume from an earlier checkpoint"));
-  nn::StateDict state_dict;
-  for (const auto& [name, tensor] : weights.tensors) state_dict.insert(name, tensor);
-  std::map<std::string, Tensor> optimizer_state(optimizer_file.tensors.begin(), optimizer_file.tensors.end());
-  infer::check_fit(model, model_name, state_dict, model_path(files));
-  model.load_state_dict(state_dict);
+  out.state.weights.insert(weights.tensors.begin(), weights.tensors.end());
+  out.state.optimizer.insert(optimizer_file.tensors.begin(), optimizer_file.tensors.end());
+  check(model_path(files));
   auto keys = optimizer_file.metadata.find(kOptimizerKeys);
   if (keys != optimizer_file.metadata.end())
     WEFT_CHECK(keys->second == kKeyedByName, FormatError, optimizer_path(files), ": ", kOptimizerKeys, " is '",
                keys->second, "', expected '", kKeyedByName, "'; was it written by a newer weft?");
-  optimizer.load(optimizer_state, keys != optimizer_file.metadata.end());
-  return std::move(saved.state);
+  out.state.keyed_by_name = keys != optimizer_file.metadata.end();
+  return out;
+}
+
+TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
+                             const OptimizerStateIO& optimizer) {
+  SavedCheckpoint saved = read_checkpoint(dir, model_name, optimizer.name, &model);
+  nn::StateDict weights;
+  for (const auto& [name, tensor] : saved.state.weights) weights.insert(name, tensor);
+  model.load_state_dict(weights);
+  optimizer.load(saved.state.optimizer, saved.state.keyed_by_name);
+  return std::move(saved.trainer);
 }
 
 namespace {
@@ -373,7 +386,7 @@ void CheckpointSaver::save_sharded(const std::string& dir, dist::ProcessGroup& g
     return save_sharded_checkpoint(dir, group, model_name, optimizer_name, shard, state, model_metadata, save_files);
   wait();
   std::unique_ptr<ShardedStaging> staging = stage_sharded(dir, group.rank(), state.step, save_files);
-  CheckpointShard copy{.tensors = {}, .layout = shard.layout};
+  CheckpointShard copy{.tensors = {}, .parts = shard.parts, .layout = shard.layout};
   {
     NoGradGuard no_grad;
     for (const auto& [name, tensor] : shard.tensors) copy.tensors.emplace(name, tensor.clone());

@@ -60,6 +60,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/amp/grad_scaler.h"
+#include "weft/dist/parallel_plan.h"
 #include "weft/dist/process_group.h"
 #include "weft/dist/split_model.h"
 #include "weft/nn/module.h"
@@ -141,6 +142,17 @@ class CheckpointSaver {
 // Both save and load need every optimizer parameter to be one of the model's (ValueError).
 TrainerState load_checkpoint(const std::string& dir, nn::Module& model, const std::string& model_name,
                              const OptimizerStateIO& optimizer);
+
+// What load_checkpoint reads, before anything is loaded: the trainer state, and the model's and
+// the optimizer's state whole (from one process's files or put together from shards), for a
+// split model to take its parts of (dist::ParallelPlan::resume). Refused as load_checkpoint
+// refuses; with `fit`, also weights that are not that model's.
+struct SavedCheckpoint {
+  TrainerState trainer;
+  dist::WholeState state;
+};
+SavedCheckpoint read_checkpoint(const std::string& dir, const std::string& model_name,
+                                const std::string& optimizer_name, const nn::Module* fit);
 
 // The options DIR's run recorded (TrainOptions::to_json()'s form, with "model" always there, for
 // checkpoints saved before options were), for a resume to continue that run;

@@ -526,16 +526,11 @@ struct Run {
   // layout. Then the plan starts (DDP's broadcast and hooks) and the step's forward-backward is set.
   void resume_and_start() {
     if (!o.resume_dir.empty()) {
-      plan.resume(
-          *model, optimizer_io, o.resume_dir,
-          [&] {
-            std::shared_ptr<nn::Module> whole = task->make_model(false);
-            if (o.master_weights) whole->to(*low_precision);
-            return whole;
-          },
-          [&](nn::Module& into, const OptimizerStateIO& io) {
-            state = load_checkpoint(o.resume_dir, into, model_name, io);
-          });
+      plan.resume(*model, optimizer_io, o.resume_dir, [&](const nn::Module* fit) {
+        SavedCheckpoint saved = read_checkpoint(o.resume_dir, model_name, optimizer_io.name, fit);
+        state = std::move(saved.trainer);
+        return std::move(saved.state);
+      });
       default_generator().set_state(state.rng);
       if (scaler && state.grad_scaler) scaler->load_state(*state.grad_scaler);
       saved_plan = saved_planned_steps(state.options, steps_per_epoch, str(o.resume_dir, "/trainer.json: options"));
