@@ -150,10 +150,32 @@ void GradientBuckets::finish(const std::function<void(size_t bucket, const Tenso
 }
 
 void GradientBuckets::reduce_gradients(const std::function<void(size_t bucket, const Tensor& result)>& take) {
-  arm();
-  for (const Bucket& b : buckets_)
-    for (size_t k : b.params) gradient_ready(k);
-  finish(take);
+  // Every gradient is there already, so there is nothing to overlap: each bucket's collective runs
+  // on this thread as soon as it is filled (the blocking forms), rather than being handed to the
+  // group's thread and waited for, which costs two thread switches a bucket on busy cores.
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buffered(k);
+    for (size_t param : b.params) {
+      const Tensor& grad = params_[param].grad();
+      Tensor slot = b.flat.narrow(0, offset_[param], params_[param].numel());
+      if (grad.defined()) slot.copy_(grad.reshape({grad.numel()}));
+      else slot.zero_();
+      if (options_.drop_gradients) params_[param].set_grad(Tensor());
+    }
+    if (options_.filled) options_.filled(k);
+    if (options_.collective == BucketCollective::reduce_scatter) {
+      b.reduced = Tensor::empty({b.numel / group_.size()}, b.dtype);
+      group_.reduce_scatter(b.flat, b.reduced, ReduceOp::avg);
+    } else if (options_.compress) {
+      group_.all_reduce_async(b.flat, ReduceOp::avg, *options_.compress).wait();
+    } else {
+      group_.all_reduce(b.flat, ReduceOp::avg);
+    }
+    take(k, options_.collective == BucketCollective::reduce_scatter ? b.reduced : b.flat);
+    b.reduced = Tensor();
+    if (!options_.keep_buffers) b.flat = Tensor();
+  }
 }
 
 int64_t GradientBuckets::wire_bytes() const {

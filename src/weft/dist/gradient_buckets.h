@@ -73,7 +73,9 @@ class GradientBuckets {
   // `take` its result: the whole buffer (all-reduce) or the rank's shard of it (reduce-scatter).
   // A kept buffer's result stays valid until the next arm(); else it is dropped after `take`.
   void finish(const std::function<void(size_t bucket, const Tensor& result)>& take);
-  // arm(), every parameter's .grad added in bucket order (an undefined one as zeros), finish().
+  // After backward, outside arm() and finish(): every parameter's .grad (an undefined one as zeros)
+  // bucket by bucket, each bucket's collective run on the calling thread and its result handed to
+  // `take` as finish() does.
   void reduce_gradients(const std::function<void(size_t bucket, const Tensor& result)>& take);
 
   size_t size() const { return buckets_.size(); }
