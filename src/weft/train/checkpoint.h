@@ -122,6 +122,18 @@ class CheckpointSaver {
             const OptimizerStateIO& optimizer, const TrainerState& state,
             const std::map<std::string, std::string>& model_metadata = {},
             const std::function<void(const std::string& dir)>& save_files = {});
+  // A training run's checkpoint in one call, whatever its layout: with `shard` (the parallel
+  // plan's, when it shards the state) this rank's part of a sharded checkpoint, collective over
+  // `group`; without, `group`'s rank 0 saves one process's checkpoint and the others nothing.
+  void save(const std::string& dir, dist::ProcessGroup& group, const std::optional<CheckpointShard>& shard,
+            const nn::Module& model, const std::string& model_name, const OptimizerStateIO& optimizer,
+            const TrainerState& state, const std::map<std::string, std::string>& model_metadata = {},
+            const std::function<void(const std::string& dir)>& save_files = {}) {
+    if (shard)
+      save_sharded(dir, group, model_name, optimizer.name, *shard, state, model_metadata, save_files);
+    else if (group.rank() == 0)
+      save(dir, model, model_name, optimizer, state, model_metadata, save_files);
+  }
   // Collective over `group` (see above): this rank's part of a sharded checkpoint.
   void save_sharded(const std::string& dir, dist::ProcessGroup& group, const std::string& model_name,
                     const std::string& optimizer_name, const CheckpointShard& shard, const TrainerState& state,

@@ -624,8 +624,8 @@ struct Run {
         o.precision == amp::Precision::fp32 ? "" : ", or --precision fp32"));
   }
 
-  // With --out, the checkpoint of the step just taken: rank 0 writes it (it alone has the metrics);
-  // where the plan shards the state every rank writes its shard (train/checkpoint.h).
+  // With --out, the checkpoint of the step just taken: rank 0 writes it; where the plan shards the
+  // state every rank writes its shard (train/checkpoint.h).
   void save() {
     if (metrics) metrics->flush();
     state.epoch = state.step / steps_per_epoch;
@@ -633,11 +633,9 @@ struct Run {
     state.options = saved_options;
     if (scaler) state.grad_scaler = scaler->state();
     const auto save_files = [&](const std::string& dir) { task->save_files(dir); };
-    if (const std::optional<CheckpointShard> shard = plan.checkpoint_shard(*model, *optimizer, optimizer_io))
-      saver.save_sharded(given.out_dir, saving_group ? *saving_group : group, model_name, optimizer->name(),
-                         *shard, state, task->checkpoint_metadata(), save_files);
-    else if (metrics)
-      saver.save(o.out_dir, *model, model_name, optimizer_io, state, task->checkpoint_metadata(), save_files);
+    saver.save(given.out_dir, saving_group ? *saving_group : group,
+               plan.checkpoint_shard(*model, *optimizer, optimizer_io), *model, model_name, optimizer_io, state,
+               task->checkpoint_metadata(), save_files);
     saved_in = given.out_dir;
     saved_step = state.step;
   }
