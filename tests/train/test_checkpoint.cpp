@@ -13,6 +13,7 @@
 
 #include "../expect_error.h"
 #include "../temp_dir.h"
+#include "faulted_save.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/fault.h"
@@ -326,24 +327,16 @@ TEST(TrainCheckpoint, ABackgroundSaveFailingAtAnyOperationLeavesTheLastOneResuma
     testing::TempDir dir;
     save_checkpoint(dir.path(), runs.before.model, "gpt", runs.before.optimizer, at_step(2), {}, write_tokenizer);
     CheckpointSaver saver(/*background=*/true);
-    io::inject_fault_at(n);
-    std::string message;
-    bool started = false;
-    try {
-      saver.save(dir.path(), runs.after.model, "gpt", after_state, at_step(3), {}, write_tokenizer);
-      started = true;
-      saver.wait();
-    } catch (const IOError& e) {
-      message = e.what();
-    }
-    const int64_t seen = io::fault_points_seen();
-    io::inject_fault_at(0);
+    const testing::FaultedSave f = testing::save_failing_at(
+        n, [&] { saver.save(dir.path(), runs.after.model, "gpt", after_state, at_step(3), {}, write_tokenizer); },
+        [&] { saver.wait(); });
+    const std::string& message = f.message;
     if (message.empty()) {
-      EXPECT_LT(seen, n) << "operation " << n << " was told to fail and the save passed";
+      EXPECT_LT(f.seen, n) << "operation " << n << " was told to fail and the save passed";
       break;
     }
     SCOPED_TRACE("failed at operation " + std::to_string(n));
-    failed_in_background += started;
+    failed_in_background += f.started;
     EXPECT_TRUE(contains(message, dir.path())) << "names the path: " << message;
     EXPECT_TRUE(contains(message, "No space left on device")) << message;
     expect_resumes_whole(dir.path(), runs.before, runs.after);

@@ -12,11 +12,11 @@
 #include "cli/weft_cli.h"
 #include "expect_error.h"
 #include "foreign_safetensors.h"
+#include "faulted_save.h"
 #include "temp_dir.h"
 #include "weft/core/random.h"
 #include "weft/dist/process_group.h"
 #include "weft/io/checkpoint_dir.h"
-#include "weft/io/fault.h"
 #include "weft/io/safetensors.h"
 #include "weft/io/sharded_checkpoint.h"
 #include "weft/nn/gpt.h"
@@ -181,25 +181,20 @@ TEST(ShardedBackgroundSave, FailingAtAnyOperationLeavesTheLastOneResumable) {
     save_sharded_checkpoint(dir.path(), dist::ProcessGroup::world(), "gpt", "AdamW", shard_of(before), at_step(1),
                             gpt_metadata());
     CheckpointSaver saver(/*background=*/true);
-    io::inject_fault_at(n);
-    std::string message;
-    bool started = false;
-    try {
-      saver.save_sharded(dir.path(), dist::ProcessGroup::world(), "gpt", "AdamW", shard_of(after), at_step(2),
-                         gpt_metadata());
-      started = true;
-      saver.wait();
-    } catch (const IOError& e) {
-      message = e.what();
-    }
-    const int64_t seen = io::fault_points_seen();
-    io::inject_fault_at(0);
+    const testing::FaultedSave f = testing::save_failing_at(
+        n,
+        [&] {
+          saver.save_sharded(dir.path(), dist::ProcessGroup::world(), "gpt", "AdamW", shard_of(after), at_step(2),
+                             gpt_metadata());
+        },
+        [&] { saver.wait(); });
+    const std::string& message = f.message;
     if (message.empty()) {
-      EXPECT_LT(seen, n) << "operation " << n << " was told to fail and the save passed";
+      EXPECT_LT(f.seen, n) << "operation " << n << " was told to fail and the save passed";
       break;
     }
     SCOPED_TRACE("failed at operation " + std::to_string(n));
-    failed_in_background += started;
+    failed_in_background += f.started;
     EXPECT_TRUE(contains(message, "No space left on device")) << message;
     const bool committed = resumed_weights(dir.path()) == weights_of(after.model);
     EXPECT_TRUE(committed || resumed_weights(dir.path()) == weights_of(before.model));
