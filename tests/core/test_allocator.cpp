@@ -30,6 +30,7 @@
 namespace {
 
 using weft::CachingAllocator;
+using weft::SegmentSource;
 
 constexpr int64_t KiB = 1024;
 constexpr int64_t MiB = 1024 * KiB;
@@ -309,7 +310,7 @@ TEST(CachingAllocatorTest, SystemRefusalThrowsOutOfMemoryError) {
   a.deallocate(a.allocate(64));  // a cached segment, released before giving up
   const std::string message =
       message_of<weft::OutOfMemoryError>([&] { a.allocate(size_t{1} << 60, [] { return std::string("huge"); }); });
-  EXPECT_NE(message.find("the system could not supply a 1048576.00 TiB segment"), std::string::npos) << message;
+  EXPECT_NE(message.find("the host could not supply a 1048576.00 TiB segment"), std::string::npos) << message;
   EXPECT_EQ(a.stats().num_ooms, 1);
   EXPECT_EQ(a.stats().reserved_bytes, 0);
 #endif
@@ -560,3 +561,45 @@ TEST(FormatBytesTest, PicksTheLargestFittingBinaryUnit) {
 }
 
 }  // namespace
+
+// Segments from another source (a device's memory, as kernels/cuda's allocator takes them): the
+// same caching and statistics, every segment reserved and released through the source, and an
+// out-of-memory error that names where the memory ran out.
+namespace {
+int64_t fake_reserved = 0, fake_segments = 0;
+constexpr int64_t kFakeCapacity = 8 << 20;
+}  // namespace
+
+TEST(CachingAllocatorTest, SegmentsComeFromItsSourceAndGoBackToIt) {
+  const SegmentSource fake{.reserve = [](size_t nbytes) -> void* {
+                             if (fake_reserved + static_cast<int64_t>(nbytes) > kFakeCapacity) return nullptr;
+                             fake_reserved += static_cast<int64_t>(nbytes);
+                             ++fake_segments;
+                             return std::aligned_alloc(64, nbytes);
+                           },
+                           .release = [](void* segment) {
+                             --fake_segments;
+                             std::free(segment);
+                           },
+                           .where = "fake:0"};
+  {
+    CachingAllocator a(fake);
+    void* small = a.allocate(1000);
+    void* large = a.allocate(3 << 20);
+    EXPECT_EQ(fake_segments, 2);
+    EXPECT_EQ(a.stats().num_segments, 2);
+    a.deallocate(large);
+    a.deallocate(a.allocate(3 << 20));  // served from the cache
+    EXPECT_EQ(fake_segments, 2);
+    EXPECT_EQ(a.stats().cache_hits, 1);
+    a.deallocate(large = a.allocate(3 << 20));
+    a.empty_cache();  // the large segment is wholly free: back to the source
+    EXPECT_EQ(fake_segments, 1);
+    const std::string message =
+        message_of<weft::OutOfMemoryError>([&] { a.allocate(16 << 20, [] { return std::string("big"); }); });
+    EXPECT_NE(message.find("fake:0 could not supply a 16.00 MiB segment"), std::string::npos) << message;
+    EXPECT_NE(message.find("free memory on fake:0"), std::string::npos) << message;
+    a.deallocate(small);
+  }
+  EXPECT_EQ(fake_segments, 0) << "the destructor releases what is left through the source";
+}

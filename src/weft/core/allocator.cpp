@@ -116,6 +116,8 @@ int64_t memory_limit_from_environment() {
 }  // namespace
 
 struct CachingAllocator::Impl {
+  explicit Impl(SegmentSource segments) : source(segments) {}
+  const SegmentSource source;
   mutable std::mutex mutex;
   FreeSet small_free, large_free;
   LiveMap live_blocks;  // how deallocate finds a block, and tells a foreign pointer
@@ -137,8 +139,8 @@ struct CachingAllocator::Impl {
   std::deque<TraceEvent> trace;
 
   ~Impl() {
-    const auto release_if_segment_head = [](const Block* block) {
-      if (!block->prev) std::free(block->ptr);
+    const auto release_if_segment_head = [this](const Block* block) {
+      if (!block->prev) source.release(block->ptr);
     };
     std::ranges::for_each(small_free, release_if_segment_head);
     std::ranges::for_each(large_free, release_if_segment_head);
@@ -196,10 +198,10 @@ struct CachingAllocator::Impl {
       release_free_segments();
       if (!within_limit(segment_size)) throw_oom(nbytes, what, OomCause::kLimit, segment_size);
     }
-    void* base = std::aligned_alloc(kAlignment, segment_size);
+    void* base = source.reserve(segment_size);
     if (!base) {
       release_free_segments();
-      base = std::aligned_alloc(kAlignment, segment_size);
+      base = source.reserve(segment_size);
       if (!base) throw_oom(nbytes, what, OomCause::kSystem, segment_size);
     }
     reserved.add(static_cast<int64_t>(segment_size));
@@ -300,7 +302,7 @@ struct CachingAllocator::Impl {
         reserved.add(-static_cast<int64_t>(block->size));
         --num_segments;
         record("segment_free", block->ptr, block->size, {});
-        std::free(block->ptr);
+        source.release(block->ptr);
         unlink_and_retire(block);
       }
     }
@@ -319,9 +321,9 @@ struct CachingAllocator::Impl {
         remedy = "raise WEFT_MEMORY_LIMIT (or set_memory_limit())";
         break;
       case OomCause::kSystem:
-        reason = str("the system could not supply a ", format_size(static_cast<double>(segment_size)),
+        reason = str(source.where, " could not supply a ", format_size(static_cast<double>(segment_size)),
                      " segment (limit ", limit_text, ")");
-        remedy = "free memory on the host";
+        remedy = str("free memory on ", source.where);
         break;
       case OomCause::kTooLarge:
         reason = str("no segment that large can be reserved (limit ", limit_text, ")");
@@ -402,7 +404,13 @@ CachingAllocator* register_allocator(Device::Type type, CachingAllocator* alloca
   return replaced;
 }
 
-CachingAllocator::CachingAllocator() : impl_(std::make_unique<Impl>()) {}
+SegmentSource host_segments() {
+  return {.reserve = [](size_t nbytes) { return std::aligned_alloc(kAlignment, nbytes); },
+          .release = [](void* segment) { std::free(segment); },
+          .where = "the host"};
+}
+
+CachingAllocator::CachingAllocator(SegmentSource source) : impl_(std::make_unique<Impl>(source)) {}
 CachingAllocator::~CachingAllocator() = default;
 
 namespace {

@@ -1,6 +1,7 @@
-// The CPU caching allocator: the host-side counterpart of PyTorch's CUDA caching allocator.
+// The caching allocator, on the host (the CPU's) or on a device's memory (kernels/cuda): the
+// counterpart of PyTorch's CUDA caching allocator.
 //
-// Memory is reserved from the system in segments (2 MiB for small requests, rounded-up large
+// Memory is reserved from its SegmentSource in segments (2 MiB for small requests, rounded-up large
 // segments for big ones) and carved into 64-byte-aligned blocks. A freed block goes back to the
 // allocator's cache, not to the system, so the next request of a similar size is a cache hit;
 // blocks are split when a request is smaller than a cached block and merged with free
@@ -42,11 +43,22 @@ struct MemoryStats {
   double fragmentation = 0;  // 1 - largest_free_block / free bytes in the cache (0 when none free)
 };
 
+// Where an allocator's segments come from: the host's heap, or a device's memory (cudaMalloc).
+// `reserve` returns null when the memory is not there (the allocator then releases its cache,
+// tries once more and reports out of memory) and throws DeviceError when the device is not;
+// `where` names the memory in messages ("the host", "cuda:0").
+struct SegmentSource {
+  void* (*reserve)(size_t nbytes);
+  void (*release)(void* segment);
+  const char* where;
+};
+SegmentSource host_segments();  // 64-byte-aligned blocks of the C heap
+
 class CachingAllocator {
  public:
   static CachingAllocator& cpu();  // the process-wide CPU allocator
 
-  CachingAllocator();
+  explicit CachingAllocator(SegmentSource source = host_segments());
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;

@@ -1,5 +1,5 @@
-// Where a tensor's bytes live. Only the CPU is implemented in this build; CUDA devices are
-// named so that the interfaces above (allocator, process groups, autocast) carry the device.
+// Where a tensor's bytes live: the host (the CPU's kernels), or a CUDA device, whose memory the
+// CUDA backend (kernels/cuda/device.h) serves where weft is built with it.
 #pragma once
 #include <ostream>
 #include <string>
@@ -12,6 +12,7 @@ struct Device {
   int index = 0;
 
   static Device cpu() { return {}; }
+  static Device cuda(int index = 0) { return {Type::cuda, index}; }
   static const char* type_name(Type type) { return type == Type::cpu ? "cpu" : "cuda"; }
   bool is_cpu() const { return type == Type::cpu; }
   bool operator==(const Device&) const = default;

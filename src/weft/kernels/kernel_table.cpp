@@ -5,6 +5,9 @@
 #include "weft/core/error.h"
 #include "weft/kernels/cpu/layout.h"
 #include "weft/kernels/cpu/matmul.h"
+#ifdef WEFT_CUDA
+#include "weft/kernels/cuda/device.h"
+#endif
 
 namespace weft::kernels {
 
@@ -49,6 +52,12 @@ const KernelTable cpu_kernels = {
     .embedding_backward_into = cpu::embedding_backward_into,
     .copy = [](Tensor& dst, const Tensor& src) { dst.copy_(src); },
 };
+
+#ifdef WEFT_CUDA
+// Device memory for Device::Type::cuda, registered before main as the CPU's kernels are.
+[[maybe_unused]] const bool cuda_memory_registered =
+    (register_allocator(Device::Type::cuda, &cuda::allocator()), true);
+#endif
 
 namespace detail {
 
