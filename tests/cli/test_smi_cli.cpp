@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "monitor/status_of_this_process.h"
+#include "weft/core/error.h"
 #include "weft/monitor/status_file.h"
 #include "weft_cli.h"
 
@@ -206,7 +207,7 @@ TEST_F(SmiCli, HostileStatusFilesNeitherHangNorReachTheTerminal) {
   std::ofstream(dir_ / "1.json") << init.dump();
   nlohmann::json mine = status_of_this_process();
   mine["command"] = "\x1b]0;owned\x07";  // sets the terminal's title
-  mine["model"] = "\x1b[2J\u009b31m";      // clears the screen; C1 CSI
+  mine["model"] = "\x1b[2J\u009b31m\u202eevil";  // clears the screen; C1 CSI; right-to-left override
   std::ofstream(status_file(getpid())) << mine.dump();
 
   const auto start = Clock::now();
@@ -216,7 +217,8 @@ TEST_F(SmiCli, HostileStatusFilesNeitherHangNorReachTheTerminal) {
   EXPECT_EQ(table.output.find_first_of("\x1b\x07"), std::string::npos) << table.output;
   EXPECT_EQ(table.output.find("\xc2\x9b"), std::string::npos) << table.output;
   EXPECT_TRUE(contains(table.output, "\\x1b]0;owned\\x07")) << table.output;
-  EXPECT_TRUE(contains(table.output, "\\x1b[2J\\xc2\\x9b31m")) << table.output;
+  EXPECT_TRUE(contains(table.output, "\\x1b[2J\\xc2\\x9b31m\\xe2\\x80\\xaeevil")) << table.output;
+  EXPECT_EQ(table.output.find("\u202e"), std::string::npos) << table.output;
   EXPECT_TRUE(contains(table.output, "note: not listed: cannot read " + (dir_ / "4242.json").string() +
                                          ": expected a regular file, found a FIFO"))
       << table.output;
@@ -228,6 +230,85 @@ TEST_F(SmiCli, HostileStatusFilesNeitherHangNorReachTheTerminal) {
   ASSERT_EQ(view.at("processes").size(), 1u) << json.output;  // not pid 1
   EXPECT_EQ(view.at("processes")[0].at("pid"), getpid());
   EXPECT_EQ(view.at("skipped").size(), 2u) << json.output;
+}
+
+// weft smi reading NVML as it reads the driver's, from a stand-in library (tests/monitor/nvml_stub.cpp).
+class SmiWithNvml : public SmiCli {
+ protected:
+  void SetUp() override {
+    SmiCli::SetUp();
+    setenv("LD_LIBRARY_PATH", WEFT_NVML_STUB_DIR, 1);
+  }
+  void TearDown() override {
+    unsetenv("LD_LIBRARY_PATH");
+    unsetenv("WEFT_NVML_STUB");
+    unsetenv("WEFT_NVML_STUB_PID");
+    SmiCli::TearDown();
+  }
+};
+
+TEST_F(SmiWithNvml, ShowsEachGpusReadingsAndTheProcessesOnIt) {
+  // This test's process publishes a status as a weft training, and NVML says it computes on GPU 0.
+  std::ofstream(status_file(getpid())) << status_of_this_process().dump();
+  setenv("WEFT_NVML_STUB_PID", std::to_string(getpid()).c_str(), 1);
+  const Outcome table = weft_cli("smi");
+  ASSERT_EQ(table.status, 0) << table.output;
+  EXPECT_TRUE(contains(table.output, "GPU 0 NVIDIA H100 80GB HBM3 (stub)\n"
+                                     "      memory 3.00 GiB / 80.00 GiB  util 87% (memory 41%)  61 C  power 412 / 700 W"
+                                     "  clocks SM 1755 / 1980 MHz, memory 2619 / 2619 MHz\n"
+                                     "      pid " + std::to_string(getpid()) + " (weft train)  1.50 GiB\n"
+                                     "      pid 1  n/a\n"
+                                     "GPU 1 NVIDIA H100 80GB HBM3 (stub)\n"
+                                     "      memory 0 B / 80.00 GiB  util 0% (memory 0%)  62 C"))
+      << table.output;
+
+  const Outcome json = weft_cli("smi --json");
+  ASSERT_EQ(json.status, 0) << json.output;
+  const nlohmann::json gpu = last_line_json(json.output).at("gpu");
+  EXPECT_EQ(gpu.at("available"), true);
+  ASSERT_EQ(gpu.at("devices").size(), 2u);
+  const nlohmann::json& g = gpu.at("devices")[0];
+  EXPECT_EQ(g.at("memory_used_bytes"), 3ll << 30);
+  EXPECT_EQ(g.at("memory_total_bytes"), 80ll << 30);
+  EXPECT_EQ(g.at("utilisation_percent"), 87);
+  EXPECT_EQ(g.at("memory_utilisation_percent"), 41);
+  EXPECT_EQ(g.at("temperature_c"), 61);
+  EXPECT_DOUBLE_EQ(g.at("power_watts").get<double>(), 412.3);
+  EXPECT_DOUBLE_EQ(g.at("power_cap_watts").get<double>(), 700);
+  EXPECT_EQ(g.at("sm_clock_mhz"), 1755);
+  EXPECT_EQ(g.at("sm_clock_max_mhz"), 1980);
+  EXPECT_EQ(g.at("memory_clock_mhz"), 2619);
+  EXPECT_EQ(g.at("memory_clock_max_mhz"), 2619);
+  EXPECT_EQ(g.at("processes"), nlohmann::json::parse(str(R"([{"pid":)", getpid(),
+                                                             R"(,"memory_bytes":1610612736},{"pid":1,"memory_bytes":null}])")));
+  EXPECT_TRUE(gpu.at("devices")[1].at("processes").empty());
+}
+
+TEST_F(SmiWithNvml, ReadingsTheDeviceDoesNotSupportAreNotAvailable) {
+  setenv("WEFT_NVML_STUB", "unsupported", 1);
+  const Outcome table = weft_cli("smi");
+  ASSERT_EQ(table.status, 0) << table.output;
+  EXPECT_TRUE(contains(table.output, "      memory 3.00 GiB / 80.00 GiB  util n/a (memory n/a)  n/a  power n/a / n/a"
+                                     "  clocks SM n/a / n/a, memory n/a / n/a\n"))
+      << table.output;
+  const nlohmann::json g = last_line_json(weft_cli("smi --json").output).at("gpu").at("devices")[0];
+  for (const char* field : {"utilisation_percent", "temperature_c", "power_watts", "power_cap_watts", "sm_clock_mhz"})
+    EXPECT_TRUE(g.at(field).is_null()) << field << ": " << g.dump();
+  EXPECT_TRUE(g.at("processes").empty());
+}
+
+TEST_F(SmiWithNvml, ABusyGpuListsEveryProcess) {
+  setenv("WEFT_NVML_STUB", "busy", 1);
+  const nlohmann::json g = last_line_json(weft_cli("smi --json").output).at("gpu").at("devices")[0];
+  ASSERT_EQ(g.at("processes").size(), 100u) << g.dump();
+  EXPECT_EQ(g.at("processes")[99].at("pid"), 100099);
+}
+
+TEST_F(SmiWithNvml, ADriverThatDoesNotInitialiseIsSaid) {
+  setenv("WEFT_NVML_STUB", "init-fails", 1);
+  const Outcome table = weft_cli("smi");
+  ASSERT_EQ(table.status, 0) << table.output;
+  EXPECT_TRUE(contains(table.output, "GPU   no GPU found (NVML did not initialise: no NVIDIA driver loaded?)")) << table.output;
 }
 
 // -1e308 as an int64 of seconds was undefined behaviour where smi printed the uptime.

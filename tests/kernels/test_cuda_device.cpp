@@ -5,7 +5,12 @@
 
 #include "expect_error.h"
 #include "weft/core/allocator.h"
+#include "weft/core/storage.h"
 #include "weft/core/tensor.h"
+
+#include <functional>
+#include <memory>
+#include <vector>
 #ifdef WEFT_CUDA
 #include "weft/kernels/cuda/device.h"
 #endif
@@ -26,10 +31,17 @@ TEST(CudaDevice, DeviceMemoryWithoutAGpuIsRefusedSayingWhy) {
   EXPECT_EQ(cuda::allocator().stats().reserved_bytes, 0);
 }
 
-// No kernel table is registered for CUDA yet: a copy to the device is refused naming it.
-TEST(CudaDevice, NoKernelsYetSoACopyToTheDeviceIsRefusedNamingIt) {
+// Without a GPU, a copy to the device is refused as the memory it needs is.
+TEST(CudaDevice, ACopyToTheDeviceWithoutAGpuIsRefusedSayingWhy) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is here; test_cuda_kernels.cpp copies to it";
   const std::string message = message_of<DeviceError>([] { Tensor::zeros({4}).to(Device::cuda()); });
-  EXPECT_TRUE(contains(message, "cuda")) << message;
+  EXPECT_TRUE(contains(message, "cannot allocate on cuda:0: ")) << message;
+}
+
+// One allocator per device type: a second device's tensors are refused, not served from the first's.
+TEST(CudaDevice, OnlyDeviceZeroSoFar) {
+  const std::string message = message_of<DeviceError>([] { Tensor::empty({4}, DType::f32, Device::cuda(1)); });
+  EXPECT_TRUE(contains(message, "cannot allocate on cuda:1: weft uses only device 0 of cuda so far")) << message;
 }
 
 // As the CPU's: a freed tensor's block stays cached for the next, empty_cache() returns it, and a
@@ -64,6 +76,32 @@ TEST(CudaDevice, NotInThisBuild) {
 }
 
 #endif
+
+// core's loops read host memory: given a tensor whose storage says it is on a device (here host
+// bytes labelled cuda:0, so that no GPU is needed), each refuses rather than reads it.
+TEST(CudaDevice, HostReadsOfDeviceTensorsAreRefused) {
+  auto bytes = std::make_shared<std::vector<float>>(4, 1.0f);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::borrow(bytes->data(), 16, bytes, Device::cuda());
+  impl->shape = {4};
+  impl->strides = {1};
+  impl->dtype = DType::f32;
+  Tensor on_device(impl);
+  Tensor host = Tensor::zeros({4});
+  for (const auto& [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"data<f32>()", [&] { on_device.data<float>(); }},
+           {"fill_", [&] { on_device.fill_(2); }},
+           {"copy_", [&] { on_device.copy_(host); }},
+           {"copy_", [&] { host.copy_(on_device); }},
+           {"at", [&] { on_device.at({0}); }},
+       }) {
+    const std::string message = message_of<DeviceError>(call);
+    EXPECT_TRUE(contains(message, what)) << message;
+    EXPECT_TRUE(contains(message, "on cuda:0")) << message;
+    EXPECT_TRUE(contains(message, ".to(Device::cpu())")) << message;
+  }
+  EXPECT_EQ(*bytes, std::vector<float>(4, 1.0f)) << "nothing written";
+}
 
 }  // namespace
 }  // namespace weft

@@ -161,6 +161,7 @@ TEST(KernelTable, AGptStepGoesThroughTheTable) {
 }
 
 TEST(KernelTable, AnUnregisteredDeviceIsADeviceErrorNamingWhatIsRegistered) {
+  RegisteredKernels none(Device::Type::cuda, nullptr);  // a build with CUDA registers its table
   const Device gpu{Device::Type::cuda, 0};
   const std::string message = message_of<DeviceError>([&] { Tensor::ones({2}).to(gpu); });
   EXPECT_NE(message.find("cuda:0"), std::string::npos) << message;
@@ -179,12 +180,19 @@ TEST(KernelTable, ToTheSameDeviceIsTheTensorItself) {
   EXPECT_EQ(x.to(Device::cpu()).impl(), x.impl());
 }
 
-// A second device whose memory is host memory from its own allocator and whose kernels are the
-// CPU's: enough to see to() allocate there, copy through that device's table, and come back.
+// A second device whose memory is host memory from its own allocator and whose copy is a memcpy
+// (core's copy_ refuses a device's tensors): enough to see to() allocate there, copy through that
+// device's table, and come back.
 TEST(KernelTable, ToASecondDeviceUsesItsAllocatorAndItsTable) {
   CachingAllocator device_memory;
   size_t entries = 0;
-  const KernelTable counting = counting_table(entries);
+  KernelTable counting = counting_table(entries);
+  counting.copy = [](Tensor& dst, const Tensor& src) {
+    const Tensor dense = src.device().is_cpu() ? src.contiguous_untracked() : src;
+    ASSERT_TRUE(dst.is_contiguous() && dense.is_contiguous() && dst.dtype() == src.dtype());
+    std::memcpy(dst.data_ptr(), dense.data_ptr(), dense.nbytes());
+    ++calls["copy"];
+  };
   RegisteredKernels guard(Device::Type::cuda, &counting);
   CachingAllocator* previous = register_allocator(Device::Type::cuda, &device_memory);
   const Device gpu{Device::Type::cuda, 0};

@@ -50,13 +50,28 @@ View take_view() {
 }
 
 nlohmann::json to_json(const View& v) {
+  // NVML's unknown readings (-1) are null.
+  const auto known = [](auto value) { return value < 0 ? nlohmann::json(nullptr) : nlohmann::json(value); };
   nlohmann::json gpus = nlohmann::json::array();
-  for (const monitor::GpuStats& g : v.gpus.gpus)
+  for (const monitor::GpuStats& g : v.gpus.gpus) {
+    nlohmann::json processes = nlohmann::json::array();
+    for (const monitor::GpuProcess& p : g.processes)
+      processes.push_back({{"pid", p.pid}, {"memory_bytes", known(p.memory_bytes)}});
     gpus.push_back({{"index", g.index},
                     {"name", g.name},
                     {"memory_used_bytes", g.memory_used_bytes},
                     {"memory_total_bytes", g.memory_total_bytes},
-                    {"utilisation_percent", g.utilisation_percent}});
+                    {"utilisation_percent", known(g.utilisation_percent)},
+                    {"memory_utilisation_percent", known(g.memory_utilisation_percent)},
+                    {"temperature_c", known(g.temperature_c)},
+                    {"power_watts", known(g.power_watts)},
+                    {"power_cap_watts", known(g.power_cap_watts)},
+                    {"sm_clock_mhz", known(g.sm_clock_mhz)},
+                    {"sm_clock_max_mhz", known(g.sm_clock_max_mhz)},
+                    {"memory_clock_mhz", known(g.memory_clock_mhz)},
+                    {"memory_clock_max_mhz", known(g.memory_clock_max_mhz)},
+                    {"processes", processes}});
+  }
   nlohmann::json processes = nlohmann::json::array();
   for (const monitor::ProcessStatus& p : v.processes) processes.push_back(p.to_json());
   return {{"cpu",
@@ -78,8 +93,9 @@ std::string printed(const char* format, auto... values) {
 }
 
 // A status file's text, written by whoever could write it, shown so that it cannot drive the
-// terminal: C0 controls, DEL, C1 controls (U+0080 to U+009F) and bytes that are not UTF-8 become
-// \xNN; other UTF-8 passes.
+// terminal: C0 controls, DEL, C1 controls (U+0080 to U+009F), the bidirectional controls that
+// reorder what a terminal shows (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+// bytes that are not UTF-8 become \xNN; other UTF-8 passes.
 std::string printable(const std::string& text) {
   std::string out;
   for (size_t i = 0; i < text.size();) {
@@ -88,7 +104,12 @@ std::string printable(const std::string& text) {
     bool valid = length > 0 && i + length <= text.size();
     for (size_t k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
     // Overlong and surrogate forms are left to the terminal to reject; C1 controls are U+0080..U+009F.
-    const bool control = byte < 0x20 || byte == 0x7f || (byte == 0xc2 && valid && static_cast<unsigned char>(text[i + 1]) < 0xa0);
+    const auto next = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+    const bool bidi = valid && ((length == 2 && byte == 0xd8 && next(1) == 0x9c) ||
+                                (length == 3 && byte == 0xe2 && next(1) == 0x80 &&
+                                 (next(2) == 0x8e || next(2) == 0x8f || (next(2) >= 0xaa && next(2) <= 0xae))) ||
+                                (length == 3 && byte == 0xe2 && next(1) == 0x81 && next(2) >= 0xa6 && next(2) <= 0xa9));
+    const bool control = byte < 0x20 || byte == 0x7f || (byte == 0xc2 && valid && next(1) < 0xa0) || bidi;
     if (!valid || control) {
       for (size_t k = 0; k < (valid ? length : 1); ++k) out += printed("\\x%02x", static_cast<unsigned char>(text[i + k]));
       i += valid ? length : 1;
@@ -105,6 +126,28 @@ std::string elapsed(double seconds) {
   const auto s = static_cast<int64_t>(std::max(seconds, 0.0));
   return printed("%lld:%02lld:%02lld", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60),
                  static_cast<long long>(s % 60));
+}
+
+// A reading NVML gave, or "n/a".
+std::string reading(const char* format, auto value) { return value < 0 ? "n/a" : printed(format, value); }
+
+// Two lines a GPU, as nvidia-smi's table, then a line for each process computing on it (named
+// when it is a weft process that publishes a status).
+void print_gpu(const monitor::GpuStats& g, const std::vector<monitor::ProcessStatus>& weft_processes,
+               std::ostream& out) {
+  out << "GPU " << g.index << " " << printable(g.name) << "\n";
+  out << "      memory " << format_bytes(g.memory_used_bytes) << " / " << format_bytes(g.memory_total_bytes) << "  util "
+      << reading("%d%%", g.utilisation_percent) << " (memory " << reading("%d%%", g.memory_utilisation_percent)
+      << ")  " << reading("%d C", g.temperature_c) << "  power " << reading("%.0f", g.power_watts) << " / "
+      << reading("%.0f W", g.power_cap_watts) << "  clocks SM " << reading("%d", g.sm_clock_mhz) << " / "
+      << reading("%d MHz", g.sm_clock_max_mhz) << ", memory " << reading("%d", g.memory_clock_mhz) << " / "
+      << reading("%d MHz", g.memory_clock_max_mhz) << "\n";
+  for (const monitor::GpuProcess& p : g.processes) {
+    const auto weft = std::find_if(weft_processes.begin(), weft_processes.end(),
+                                   [&](const monitor::ProcessStatus& w) { return w.pid == p.pid; });
+    out << "      pid " << p.pid << (weft == weft_processes.end() ? "" : " (weft " + printable(weft->command) + ")")
+        << "  " << (p.memory_bytes < 0 ? "n/a" : format_bytes(p.memory_bytes)) << "\n";
+  }
 }
 
 void print_table(const View& v, std::ostream& out) {
@@ -125,9 +168,7 @@ void print_table(const View& v, std::ostream& out) {
   out << "RAM   " << format_bytes(v.machine.ram_used_bytes) << " used / " << format_bytes(v.machine.ram_total_bytes) << " total"
       << printed(" (%.0f%%)", 100 * ram_fraction) << "\n";
   if (v.gpus.gpus.empty()) out << "GPU   " << v.gpus.note << "\n";
-  for (const monitor::GpuStats& g : v.gpus.gpus)
-    out << "GPU " << g.index << " " << g.name << "  " << format_bytes(g.memory_used_bytes) << " / "
-        << format_bytes(g.memory_total_bytes) << printed("  %d%% util", g.utilisation_percent) << "\n";
+  for (const monitor::GpuStats& g : v.gpus.gpus) print_gpu(g, v.processes, out);
   out << "\n";
   for (const std::string& note : v.skipped) out << "note: " << printable(note) << "\n";
   if (v.processes.empty()) {

@@ -9,6 +9,9 @@ Storage Storage::allocate(size_t nbytes, Device device, const CachingAllocator::
   CachingAllocator* allocator = allocator_for(device.type);
   WEFT_CHECK(allocator, DeviceError, "cannot allocate on ", device.name(), ": no allocator is registered for ",
              Device::type_name(device.type), " (this build of weft has no CUDA support)");
+  // One allocator per device type so far: a second device's memory would come from the first's.
+  WEFT_CHECK(device.index == 0, DeviceError, "cannot allocate on ", device.name(), ": weft uses only device 0 of ",
+             Device::type_name(device.type), " so far (", Device::type_name(device.type), ":0)");
   void* p = allocator->allocate(nbytes, what);
   Storage s;
   s.bytes_ = std::make_shared<Bytes>(

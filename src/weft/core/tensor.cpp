@@ -138,8 +138,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   return make_tensor(storage(), shape, strides, offset, dtype());
 }
 
-// Strides that read `src` as if it had shape `shape` (NumPy broadcasting: stride 0 where expanded).
-static Shape broadcast_strides(const Tensor& src, const Shape& shape) {
+Shape broadcast_strides(const Tensor& src, const Shape& shape) {
   Shape strides(shape.size(), 0);
   size_t lead = shape.size() - src.shape().size();
   for (size_t d = 0; d < src.shape().size(); ++d)
@@ -187,8 +186,17 @@ static std::optional<TransposedMatrices> as_transposed_matrices(const StridedLay
   return m;
 }
 
+// core's loops read and write host memory; a device's tensors go through its kernels
+// (Tensor::to, kernels/kernel_table.h).
+static void check_on_host(const Tensor& t, const char* what) {
+  WEFT_CHECK(t.device().is_cpu(), DeviceError, what, ": the tensor is on ", t.device().name(),
+             ", and this reads host memory (move it with .to(Device::cpu()) first)");
+}
+
 Tensor& Tensor::copy_(const Tensor& src) {
   WEFT_CHECK(defined() && src.defined(), ValueError, "copy_: undefined tensor");
+  check_on_host(*this, "copy_");
+  check_on_host(src, "copy_");
   Shape target = broadcast_shapes(shape(), src.shape(), "copy_");
   WEFT_CHECK(target == shape(), ShapeError, "copy_: cannot copy ", shape_str(src.shape()),
              " into ", shape_str(shape()));
@@ -230,6 +238,7 @@ Tensor Tensor::contiguous_untracked() const {
 }
 
 Tensor& Tensor::fill_(double value) {
+  check_on_host(*this, "fill_");
   visit_dtype(dtype(), [&](auto tag) {
     using T = decltype(tag);
     T v = convert<T>(value);
@@ -242,6 +251,7 @@ Tensor& Tensor::fill_(double value) {
 }
 
 double Tensor::at(const std::vector<int64_t>& index) const {
+  check_on_host(*this, "at");
   WEFT_CHECK(static_cast<int64_t>(index.size()) == dim(), IndexError, "at: ", index.size(),
              " indices for a ", dim(), "-d tensor of shape ", shape_str(shape()));
   int64_t offset = 0;

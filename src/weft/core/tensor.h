@@ -157,6 +157,9 @@ struct TensorImpl {
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
 
+// Strides that read `src` as if it had shape `shape` (NumPy broadcasting: stride 0 where expanded).
+Shape broadcast_strides(const Tensor& src, const Shape& shape);
+
 inline const Shape& Tensor::shape() const { return impl_->shape; }
 inline const Shape& Tensor::strides() const { return impl_->strides; }
 inline int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->shape.size()); }
@@ -172,6 +175,8 @@ template <typename T>
 T* Tensor::data() const {
   WEFT_CHECK(dtype_of<T>() == dtype(), DTypeError, "data<", dtype_name(dtype_of<T>()),
              ">() called on a ", dtype_name(dtype()), " tensor");
+  WEFT_CHECK(device().is_cpu(), DeviceError, "data<", dtype_name(dtype_of<T>()), ">() reads host memory, but the tensor is on ",
+             device().name(), " (move it with .to(Device::cpu()) first)");
   return static_cast<T*>(data_ptr());
 }
 template <typename T>

@@ -61,7 +61,11 @@ const KernelTable cpu_kernels = {
 
 namespace detail {
 
+#ifdef WEFT_CUDA
+constinit std::atomic<const KernelTable*> tables[kDeviceTypes] = {&cpu_kernels, &cuda_kernels};
+#else
 constinit std::atomic<const KernelTable*> tables[kDeviceTypes] = {&cpu_kernels, nullptr};
+#endif
 
 void throw_unregistered(Device device) {
   std::string registered;

@@ -102,6 +102,10 @@ struct KernelTable {
 
 // kernels/cpu's functions.
 extern const KernelTable cpu_kernels;
+#ifdef WEFT_CUDA
+// kernels/cuda's functions, registered for Device::Type::cuda before main.
+extern const KernelTable cuda_kernels;
+#endif
 
 namespace detail {
 inline constexpr size_t kDeviceTypes = 2;  // Device::Type's values

@@ -109,15 +109,6 @@ decltype(auto) with_binary(Binary op, Fn&& fn) {
   return fn(Add{});
 }
 
-// Strides that read `t` broadcast to `shape`.
-Shape broadcast_strides(const Tensor& t, const Shape& shape) {
-  Shape strides(shape.size(), 0);
-  size_t lead = shape.size() - t.shape().size();
-  for (size_t d = 0; d < t.shape().size(); ++d)
-    strides[lead + d] = t.shape()[d] == 1 ? 0 : t.strides()[d];
-  return strides;
-}
-
 void check_floating(const Tensor& t, const char* op) {
   WEFT_CHECK(t.defined(), ValueError, op, ": undefined tensor");
   WEFT_CHECK(is_floating(t.dtype()), DTypeError, op, ": expected a floating-point tensor, got ",
