@@ -23,7 +23,7 @@ TEST(BoardCli, RefusesALogDirectoryWithoutRuns) {
 TEST(BoardCli, RefusesAPortInUse) {
   TempDir dir;
   io::EventWriter(dir.file("run")).add_scalar("loss", 1.0, 1);
-  monitor::BoardServer holder({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0});
+  monitor::BoardServer holder({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0, .allowed_origins = {}});
   holder.bind();
   expect_usage_error(weft_cli("board --logdir " + dir.path() + " --port " + std::to_string(holder.port())),
                      "cannot listen on 127.0.0.1:" + std::to_string(holder.port()));

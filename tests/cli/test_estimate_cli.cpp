@@ -185,7 +185,10 @@ TEST(EstimateCliTest, ImpossibleInputsAreOneLineAndStatus2) {
   expect_usage_error("cost --flops 1e300 --mfu 1e-22 --usd-per-hour 1e6", "cost more dollars than a double holds");
   expect_usage_error("cost --flops 1e20 --checkpoint-seconds 1.7e308", "the spot run's time or cost, with a checkpoint of "
                      "--checkpoint-seconds 1.7e+308 every --checkpoint-every 30 minutes, is beyond a double's range");
-  expect_usage_error("cost --flops 1e20 --usd-per-hour 1e306", "--usd-per-hour: must be a number in (0, 1e+06], got '1e306'");
+  expect_usage_error("cost --flops 1e20 --usd-per-hour 1e306", "--usd-per-hour: must be a number in [1e-06, 1e+06], got '1e306'");
+  // Tiny values overflowed a ratio or an interval to "inf" (a subnormal price, a rare interruption).
+  expect_usage_error("cost --flops 1e20 --usd-per-hour 1e-320", "--usd-per-hour: must be a number in [1e-06, 1e+06], got '1e-320'");
+  expect_usage_error("cost --flops 1e20 --interruptions-per-hour 1e-320", "--interruptions-per-hour: must be 0 or at least 1e-09");
   expect_usage_error("--calibrate --threads 100000", "--threads: must be a whole number from 0 to 1024, got '100000'");
   expect_usage_error("comm --bytes 1.7e308 --world 8", "ranks take more seconds to all-reduce than a double holds");
   expect_usage_error("comm --params 1e15 --batch 1e308 --world 2", "the step's compute, 6 x --params x --batch-tokens "

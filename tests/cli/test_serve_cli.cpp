@@ -163,6 +163,22 @@ TEST(ServeCli, AKvCacheLargerThanTheMachineIsRefusedBeforeServing) {
   testing::expect_usage_error(limited, "--max-batch: 4097 sequences of this GPT's 32-token context need a KV cache of "
                                        "64.02 MiB (keys and values of 2 layers of width 32, 4 bytes each), more than "
                                        "the memory limit of 64.00 MiB (WEFT_MEMORY_LIMIT); at most 4096 fit");
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer's shadow memory needs more address space than this
+  // A process limit below the machine's memory (ulimit -v) bounds it too: the cache's allocation
+  // failed past the check and ended the server in std::terminate.
+  const std::string command = "ulimit -v 4000000; exec " + std::string(WEFT_CLI_PATH) + " serve --port 0 --checkpoint " +
+                              gpt + " --max-batch 1000000 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << output;
+  EXPECT_TRUE(testing::contains(output, "cache of 15.26 GiB (keys and values of 2 layers of width 32, 4 bytes each), "
+                                        "more than this machine's 3.81 GiB of memory; at most 250000 fit"))
+      << output;
+#endif
 }
 
 }  // namespace

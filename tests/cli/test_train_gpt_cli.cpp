@@ -211,6 +211,11 @@ TEST(TrainGptCli, RefusesAStepLargerThanTheMachine) {
                      "a step of 1000000 sequences of 32 tokens (--batch-size 1000000) needs about ");
   expect_usage_error(weft_cli(tiny + "--batch-size 1000000 --grad-accum 2"),
                      "a step of 500000 sequences of 32 tokens (--batch-size 1000000, --grad-accum 2) needs about ");
+  // Micro-batches of one still gather the step's ids whole: at 2^30 sequences, 1 GB/s until the
+  // OS stopped it, or "internal error: std::bad_alloc" under a ulimit.
+  expect_usage_error(weft_cli(tiny + "--batch-size 1073741824 --grad-accum 1073741824"),
+                     "--batch-size 1073741824: a step's 1073741824 sequences of 32 tokens take 512.00 GiB of token ids "
+                     "alone, more than this machine's ");
 }
 
 }  // namespace

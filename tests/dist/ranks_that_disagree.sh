@@ -37,6 +37,27 @@ differ "weft: --data differs across ranks: random on rank 0, $source_dir/README.
   "--data $source_dir/README.md"
 differ "weft: --batch-size differs across ranks: 4 on rank 0, not given on rank 1$tail" "--data random --batch-size 4" "--data random"
 differ "weft: --seed differs across ranks: 1 on rank 0, 2 on rank 1$tail" "--data random --seed 1" "--data random --seed 2"
+# The same flags, but one rank's file too short to train on (per-host data that differs): that rank
+# refuses alone while the other waits in a collective. Without a bound the launch hung until
+# --comm-timeout (300 s); the refusing rank now leaves 10 s after its error, and mpirun ends both.
+work=$(mktemp -d)
+mkdir "$work/r0" "$work/r1"
+cp "$source_dir/README.md" "$work/r0/d.txt"
+echo x >"$work/r1/d.txt"
+flags="train --model gpt --steps 2 --threads 1 --layers 1 --dim 32 --context 16 --batch-size 4 --data d.txt --out $work/out"
+start=$(date +%s)
+out=$("$mpiexec" --oversubscribe --bind-to none --timeout 120 -np 1 --wdir "$work/r0" "$weft" $flags : \
+      -np 1 --wdir "$work/r1" "$weft" $flags 2>&1)
+status=$?
+took=$(($(date +%s) - start))
+if [ "$status" -eq 2 ] && [ "$took" -lt 60 ] && printf '%s\n' "$out" | grep -q "^weft: --val-fraction 0.05 of 4 tokens is no token"; then
+  echo "ok: a rank whose data fails alone ends the launch (exit 2 after $took s)"
+else
+  echo "FAILED: a rank whose data fails alone: exit $status after $took s; the output ended:"
+  printf '%s\n' "$out" | tail -6
+  failed=1
+fi
+rm -rf "$work"
 # What only a rank's own machine sees may differ: this launch trains.
 out=$("$mpiexec" --oversubscribe --bind-to none --timeout 60 \
       -np 1 "$weft" train --model gpt --data random --steps 1 --layers 1 --dim 32 --threads 1 : \

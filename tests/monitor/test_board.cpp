@@ -129,7 +129,7 @@ TEST(Board, ALogDirThatIsARunIsNamedAfterItAndNonFiniteValuesSurvive) {
 TEST(Board, ServesThePageAndTheRunsReadAfreshOnEachRequest) {
   TempDir dir;
   write_runs(dir);
-  monitor::BoardServer server({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0});
+  monitor::BoardServer server({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0, .allowed_origins = {}});
   server.bind();
   EXPECT_TRUE(contains(server.ready_line(), "http://127.0.0.1:" + std::to_string(server.port()) + "/"));
   std::thread serving([&server] { server.serve(); });
@@ -157,11 +157,33 @@ TEST(Board, ServesThePageAndTheRunsReadAfreshOnEachRequest) {
   serving.join();
 }
 
+// A web page of another origin is refused, naming the flag that allows it; allowed, it is answered
+// with the CORS header its browser needs.
+TEST(Board, AnotherOriginIsRefusedUnlessAllowed) {
+  TempDir dir;
+  write_runs(dir);
+  monitor::BoardServer server(
+      {.log_dir = dir.path(), .host = "127.0.0.1", .port = 0, .allowed_origins = {"http://dashboard.test"}});
+  server.bind();
+  std::thread serving([&server] { server.serve(); });
+  httplib::Client client("127.0.0.1", server.port());
+  const httplib::Result foreign = client.Get("/api/runs", {{"Origin", "http://evil.test"}});
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(foreign->status, 403);
+  EXPECT_TRUE(contains(foreign->body, "allow its origin with --allow-origin")) << foreign->body;
+  const httplib::Result allowed = client.Get("/api/runs", {{"Origin", "http://dashboard.test"}});
+  ASSERT_TRUE(allowed);
+  EXPECT_EQ(allowed->status, 200);
+  EXPECT_EQ(allowed->get_header_value("Access-Control-Allow-Origin"), "http://dashboard.test");
+  server.stop();
+  serving.join();
+}
+
 // Counted as the page counts them: a run whose only file is corrupt plots nothing, so it is not one.
 TEST(Board, TheReadyLineCountsTheRunsThePageShows) {
   TempDir dir;
   write_runs(dir);
-  monitor::BoardServer server({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0});
+  monitor::BoardServer server({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0, .allowed_origins = {}});
   server.bind();
   EXPECT_TRUE(contains(server.ready_line(), "weft board: 2 runs under " + dir.path())) << server.ready_line();
   EXPECT_EQ(board_of(dir.path())["runs"].size(), 2u);
@@ -201,7 +223,7 @@ TEST(Board, LinkLoopsAndOddEntriesAreSkippedNotFatal) {
   io::EventWriter(deep).add_scalar("loss", 1.0, 1, 1.0);
   ASSERT_EQ(::mkfifo(dir.file("first/events.out.tfevents.fifo").c_str(), 0600), 0);
 
-  monitor::BoardServer server({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0});
+  monitor::BoardServer server({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0, .allowed_origins = {}});
   server.bind();
   std::thread serving([&server] { server.serve(); });
   httplib::Client client("127.0.0.1", server.port());
@@ -378,13 +400,13 @@ TEST(Board, ASessionStartDropsPointsReadInEarlierRefreshes) {
 
 TEST(Board, RefusesALogDirectoryWithoutRunsAndABusyPort) {
   TempDir dir;
-  EXPECT_TRUE(contains(message_of<IOError>([&] { monitor::BoardServer({.log_dir = dir.path()}); }), "no runs"));
-  EXPECT_TRUE(contains(message_of<IOError>([&] { monitor::BoardServer({.log_dir = dir.file("missing")}); }),
+  EXPECT_TRUE(contains(message_of<IOError>([&] { monitor::BoardServer({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0, .allowed_origins = {}}); }), "no runs"));
+  EXPECT_TRUE(contains(message_of<IOError>([&] { monitor::BoardServer({.log_dir = dir.file("missing"), .host = "127.0.0.1", .port = 0, .allowed_origins = {}}); }),
                        "not a directory"));
   write_runs(dir);
-  monitor::BoardServer first({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0});
+  monitor::BoardServer first({.log_dir = dir.path(), .host = "127.0.0.1", .port = 0, .allowed_origins = {}});
   first.bind();
-  monitor::BoardServer second({.log_dir = dir.path(), .host = "127.0.0.1", .port = first.port()});
+  monitor::BoardServer second({.log_dir = dir.path(), .host = "127.0.0.1", .port = first.port(), .allowed_origins = {}});
   EXPECT_TRUE(contains(message_of<IOError>([&] { second.bind(); }),
                        "cannot listen on 127.0.0.1:" + std::to_string(first.port())));
 }

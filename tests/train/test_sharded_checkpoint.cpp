@@ -250,6 +250,13 @@ TEST_F(ShardedCheckpoint, AnIndexOrShardChangedAfterTheSaveIsRefusedNamingTheFil
   expect_refused(path("other_dtype"), "shard-00000-of-00001.safetensors: 'wpe.weight' is f32, " + index_of(path("other_dtype")) +
                                           " says bf16");
 
+  // Each size within bounds, their product past them: it wrapped modulo 2^64 in the messages.
+  edit_index(copy("wrapped"), [](nlohmann::json& i) {
+    i["tensors"]["wpe.weight"]["shape"] = nlohmann::json::array({549759705088, 319368823267});
+  });
+  expect_refused(path("wrapped"), "shards.json: wpe.weight: \"shape\" [549759705088,319368823267] has more than 2^40 "
+                                  "elements");
+
   edit_index(copy("unlisted"), [](nlohmann::json& i) { i["tensors"].erase("wpe.weight"); });
   expect_refused(path("unlisted"), "shard-00000-of-00001.safetensors holds 'wpe.weight', which " +
                                        index_of(path("unlisted")) + " does not list");

@@ -22,6 +22,7 @@
 #include "weft/core/allocator.h"
 #include "weft/dist/process_group.h"
 #include "weft/dist/world.h"
+#include "weft/io/input_file.h"
 #include "weft/monitor/hierarchy.h"
 
 namespace weft::cli {
@@ -275,7 +276,7 @@ void add_bench_command(CLI::App& app, std::function<void()>& run) {
                    "from 4 KiB to --max-bytes, the levels found beside the OS's cache sizes");
   // The working set is one buffer of --max-bytes: half the machine's memory leaves the rest to the
   // OS and what else runs, and 16 GiB already takes minutes to measure.
-  const int64_t half_memory = monitor::physical_memory_bytes() / 2, max_working_set = std::min(int64_t{16} << 30, half_memory);
+  const int64_t half_memory = static_cast<int64_t>(std::min<uint64_t>(io::usable_memory_bytes(), INT64_MAX)) / 2, max_working_set = std::min(int64_t{16} << 30, half_memory);
   byte_flag(hierarchy, "--max-bytes", h->measure.max_bytes, "the largest working set (default 1GiB)", max_working_set,
             max_working_set == half_memory ? str(", half of this machine's ", format_bytes(2 * half_memory), " of memory")
                                            : std::string());

@@ -46,6 +46,10 @@ void add_board_command(CLI::App& app, std::function<void()>& run) {
                 "a host name browsers may reach the board by, besides its address (behind a proxy); other "
                 "names are refused, against DNS rebinding")
       ->check(not_empty());
+  b->add_option("--allow-origin", options->allowed_origins,
+                "a web page's origin (http://host:port, or *) allowed to call the board's API from a browser; "
+                "other pages are refused")
+      ->check(not_empty());
   b->callback([&run, flags] { run = [flags] { run_board(*flags); }; });
 }
 

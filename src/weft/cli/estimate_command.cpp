@@ -27,7 +27,8 @@ namespace {
 constexpr Accepts<double> kPositive{.min = 0, .min_open = true};
 constexpr Accepts<double> kNonNegative{.min = 0};
 // Dollars per device-hour: the table's dearest is $12.29 (an H100 of a p5.48xlarge); a million is no price.
-constexpr Accepts<double> kPrice{.min = 0, .max = 1e6, .min_open = true};
+// A millionth of a dollar an hour at least: below it (1e-320, say) cost ratios overflow to inf.
+constexpr Accepts<double> kPrice{.min = 1e-6, .max = 1e6};
 
 struct RunFlags {
   std::optional<double> params, tokens, flops;
@@ -146,6 +147,9 @@ void estimate_cost(const EstimateFlags& f) {
   const double spot = f.spot_usd_per_hour.value_or(e.device.spot_usd_per_hour);
   WEFT_CHECK(on_demand > 0 && spot > 0, ValueError, "estimate cost: the table has no price for ", e.device.name,
              "; give --usd-per-hour and --spot-usd-per-hour");
+  // Fewer than one in 114,000 years: the time between interruptions would overflow to inf.
+  WEFT_CHECK(f.interruptions_per_hour == 0 || f.interruptions_per_hour >= 1e-9, ValueError,
+             "--interruptions-per-hour: must be 0 or at least 1e-09, got '", f.interruptions_per_hour, "'");
   const double device_hours = e.seconds / 3600 * static_cast<double>(f.run.count);
   WEFT_CHECK(std::isfinite(device_hours * std::max(on_demand, spot)), ValueError, "estimate cost: ", sci(device_hours),
              " device-hours at $", sci(std::max(on_demand, spot)), "/hour cost more dollars than a double holds "

@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <new>
 
 #include "weft/cli/commands.h"
 #include "weft/core/error.h"
 #include "weft/core/program.h"
 #include "weft/core/suggest.h"
+#include "weft/dist/world.h"
 #include "weft/train/stop_signals.h"
 
 namespace {
@@ -199,28 +201,9 @@ void add_help_and_version(CLI::App& app, std::function<void()>& run) {
   });
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  weft::train::route_stop_signals_to_their_own_thread();
-  weft::set_program_name(argv[0]);
-  CLI::App app{"weft: train, inspect and evaluate models, plan their memory, and see what the hardware does", "weft"};
-  app.formatter(std::make_shared<CanonicalNames>());  // before the commands: each takes its parent's
-  app.require_subcommand(1);
-  std::function<void()> run;
-  weft::cli::add_train_commands(app, run);
-  weft::cli::add_dtype_command(app, run);
-  weft::cli::add_plan_command(app, run);
-  weft::cli::add_quant_commands(app, run);
-  weft::cli::add_tokenize_commands(app, run);
-  weft::cli::add_generate_command(app, run);
-  weft::cli::add_bench_command(app, run);
-  weft::cli::add_serve_command(app, run);
-  weft::cli::add_estimate_command(app, run);
-  weft::cli::add_smi_command(app, run);
-  weft::cli::add_board_command(app, run);
-  add_help_and_version(app, run);
-  // A value refused where it is parsed (cli/flags.h) reads as every other refusal.
+// The command's exit status: 0, 2 for anything the user can fix (one line saying what), 1 for a
+// defect of weft's own. A value refused where it is parsed (cli/flags.h) reads as every other refusal.
+int run_command(CLI::App& app, const std::function<void()>& run, int argc, char** argv) {
   try {
     app.parse(argc, argv);
     run();
@@ -244,9 +227,44 @@ int main(int argc, char** argv) {
     // user's environment (a symlink loop, a name too long, no permission), and names it.
     std::cerr << error_line(e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Memory the system would not give (a ulimit, or a request past what is there) is the
+    // machine's limit, not a defect; weft's own allocator says more where it is the one refusing.
+    std::cerr << error_line("out of memory: the system refused an allocation; ask for less (a smaller --batch-size, "
+                            "say), or set --memory-limit where the command has it, so that weft refuses before asking");
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << error_line(std::string("internal error: ") + e.what());
     return 1;
   }
   return 0;
+}
+
+// How long a rank that failed alone waits for MPI_Finalize before leaving without it.
+constexpr int kStuckRankGraceSeconds = 10;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  weft::train::route_stop_signals_to_their_own_thread();
+  weft::set_program_name(argv[0]);
+  CLI::App app{"weft: train, inspect and evaluate models, plan their memory, and see what the hardware does", "weft"};
+  app.formatter(std::make_shared<CanonicalNames>());  // before the commands: each takes its parent's
+  app.require_subcommand(1);
+  std::function<void()> run;
+  weft::cli::add_train_commands(app, run);
+  weft::cli::add_dtype_command(app, run);
+  weft::cli::add_plan_command(app, run);
+  weft::cli::add_quant_commands(app, run);
+  weft::cli::add_tokenize_commands(app, run);
+  weft::cli::add_generate_command(app, run);
+  weft::cli::add_bench_command(app, run);
+  weft::cli::add_serve_command(app, run);
+  weft::cli::add_estimate_command(app, run);
+  weft::cli::add_smi_command(app, run);
+  weft::cli::add_board_command(app, run);
+  add_help_and_version(app, run);
+  const int status = run_command(app, run, argc, argv);
+  if (status != 0) weft::dist::exit_if_stuck_after_error(status, kStuckRankGraceSeconds);
+  return status;
 }

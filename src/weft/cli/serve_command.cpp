@@ -1,6 +1,8 @@
 // `weft serve`: the REST server of src/weft/serve/server.h for one or more checkpoints, until
 // SIGTERM or SIGINT, which stop it accepting, let it answer what is in flight, and exit 0.
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -30,11 +32,26 @@ void serve_models(const ServeFlags& f) {
   const monitor::StatusPublisher published("serve", server.model_names(), "requests");
   // The signal is taken on its own thread (train/stop_signals.h) and seen here.
   const train::StopOnSignal stop;
-  std::thread serving([&server] { server.serve(); });
-  while (stop.received().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // serve() returns early only on an error (its threads could not start), which ends the command.
+  std::exception_ptr failed;
+  std::atomic<bool> ended = false;
+  std::thread serving([&] {
+    try {
+      server.serve();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    ended = true;
+  });
+  while (stop.received().empty() && !ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (ended) {
+    serving.join();
+    if (failed) std::rethrow_exception(failed);
+  }
   std::cout << stop.received() << ": no new connections; answering the requests in flight" << std::endl;
   server.stop();
   serving.join();
+  if (failed) std::rethrow_exception(failed);
   std::cout << "stopped" << std::endl;
 }
 

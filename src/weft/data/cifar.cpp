@@ -25,7 +25,7 @@ ImageDataset load_cifar10(const std::string& dir, bool train, const Normalizatio
   std::vector<std::unique_ptr<io::InputFile>> files;
   uint64_t total = 0;
   for (const std::string& path : paths) {
-    files.push_back(std::make_unique<io::InputFile>(path, io::physical_memory_bytes() - total));
+    files.push_back(std::make_unique<io::InputFile>(path, io::usable_memory_bytes() - total));
     const uint64_t bytes = files.back()->size();
     WEFT_CHECK(bytes % kRecord == 0, FormatError, "load_cifar10: '", path, "': expected a multiple of ", kRecord,
                " bytes (label + 3x32x32 pixels per record), found ", bytes, " (truncated?)");

@@ -86,7 +86,7 @@ void from_big_endian(void* data, int64_t n, size_t width) {
 Tensor read_idx(const std::string& path) {
   // Through io::InputFile, so that a directory, a FIFO (which gzopen would wait on forever) or a
   // device is refused before zlib reads it; zlib reads a duplicate of the checked descriptor.
-  const io::InputFile input(path, io::physical_memory_bytes());
+  const io::InputFile input(path, io::usable_memory_bytes());
   const int fd = ::dup(input.fd());
   WEFT_CHECK(fd >= 0, IOError, "read_idx: cannot read '", path, "': ", std::strerror(errno));
   std::unique_ptr<gzFile_s, GzClose> file(gzdopen(fd, "rb"));
@@ -114,7 +114,7 @@ Tensor read_idx(const std::string& path) {
              4 + dims_be.size(), " bytes, found ", 4 + got);
   uint64_t header_bytes = 4 + dims_be.size();
   // A corrupt header must not make us allocate more than the file could possibly hold.
-  uint64_t max_data = std::min(io::physical_memory_bytes(), gzdirect(f) ? file_bytes - std::min(file_bytes, header_bytes)
+  uint64_t max_data = std::min(io::usable_memory_bytes(), gzdirect(f) ? file_bytes - std::min(file_bytes, header_bytes)
                                                                          : file_bytes * kMaxDeflateRatio);
   uint64_t max_numel = max_data / type->width, count = 1;
   Shape shape(ndim);

@@ -4,6 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <mutex>
 
@@ -53,6 +56,18 @@ World start() {
 const World& world() {
   static const World w = start();
   return w;
+}
+
+void exit_if_stuck_after_error(int status, int grace_seconds) {
+  if (!launched_by_mpi()) return;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized || world().size < 2) return;
+  std::thread([status, grace_seconds] {
+    std::this_thread::sleep_for(std::chrono::seconds(grace_seconds));
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }).detach();
 }
 
 int threads_per_local_rank() {

@@ -32,4 +32,11 @@ int threads_per_local_rank();
 // Whether the environment names a launch (without initialising anything).
 bool launched_by_mpi();
 
+// For a rank that is ending with an error in a launch of several. The others may be waiting for
+// it in a collective (its data failed to load where theirs did not), and MPI_Finalize, at exit,
+// would wait for them in turn until --comm-timeout. If the process has not exited `grace_seconds`
+// after this call, it leaves with `status` without finalising, which makes the launcher end every
+// rank. Ranks that all refuse together (the options check) finalise at once and exit as usual.
+void exit_if_stuck_after_error(int status, int grace_seconds);
+
 }  // namespace weft::dist

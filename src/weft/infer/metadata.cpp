@@ -45,7 +45,7 @@ void check_against_tensors(const nn::GPTConfig& config, const io::SafetensorsHea
              config.layers, " layers, dim ", config.dim, ", context ", config.context, ", vocab ", config.vocab,
              ") but the file holds ", in_file, "; the metadata does not belong to these weights");
   // The model is built in f32 before the weights are copied in.
-  const uint64_t memory = io::physical_memory_bytes();
+  const uint64_t memory = io::usable_memory_bytes();
   WEFT_CHECK(static_cast<uint64_t>(implied) <= memory / sizeof(float), OutOfMemoryError, file, ": its GPT of ",
              implied, " parameters needs ", static_cast<uint64_t>(implied) * sizeof(float),
              " bytes in f32, more than this machine's ", memory, " bytes of memory");

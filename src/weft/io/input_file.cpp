@@ -1,9 +1,11 @@
 #include "weft/io/input_file.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -22,10 +24,16 @@ const char* file_kind(unsigned mode) {
   return "not a regular file";
 }
 
-uint64_t physical_memory_bytes() {
+uint64_t usable_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return UINT64_MAX;  // unknown: the allocator will say
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  // Unknown RAM: the allocator will say.
+  uint64_t bytes = pages <= 0 || page_size <= 0 ? UINT64_MAX : static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit limit;
+    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+      bytes = std::min<uint64_t>(bytes, limit.rlim_cur);
+  }
+  return bytes;
 }
 
 InputFile::InputFile(const std::string& path, uint64_t max_bytes, Symlinks symlinks) : path_(path) {
@@ -78,7 +86,7 @@ bool is_directory(const std::string& path) {
 
 std::string read_input(const std::string& path, uint64_t max_bytes) {
   InputFile file(path, max_bytes);
-  const uint64_t memory = physical_memory_bytes();
+  const uint64_t memory = usable_memory_bytes();
   WEFT_CHECK(file.size() <= memory, IOError, "cannot read ", path, ": it is ", file.size(),
              " bytes, more than this machine's ", memory, " bytes of memory");
   std::string content(file.size(), '\0');

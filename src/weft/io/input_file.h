@@ -7,7 +7,7 @@
 //
 // Sizes a file claims about itself (a header length, a tensor's byte range) are the reader's to
 // check against size(); what weft allocates on the strength of a file is bounded by the file's
-// size, and that by physical_memory_bytes() at most.
+// size, and that by usable_memory_bytes() at most.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,8 +15,10 @@
 
 namespace weft::io {
 
-// The machine's RAM: no file weft reads into memory may be larger.
-uint64_t physical_memory_bytes();
+// The memory this process may use: the machine's RAM, or less where its limits say so (ulimit -v
+// and -d: RLIMIT_AS, RLIMIT_DATA). No file weft reads into memory, and nothing it allocates on the
+// strength of a flag, may be larger.
+uint64_t usable_memory_bytes();
 
 // What `mode` (a stat st_mode) is, for a message: "a FIFO", "a character device", ...
 const char* file_kind(unsigned mode);

@@ -44,7 +44,14 @@ Shape entry_shape(const nlohmann::json& entry, const std::string& where) {
   const nlohmann::json& shape_json = json_field(entry, "shape", where);
   WEFT_CHECK(shape_json.is_array(), FormatError, where, ": \"shape\" must be an array");
   Shape shape;
-  for (size_t d = 0; d < shape_json.size(); ++d) shape.push_back(element_integer(shape_json, d, where, 0, int64_t{1} << 40));
+  // As the safetensors reader: the product of max(size, 1) bounds numel and every stride, so it is
+  // checked once here, not found wrapped later by whatever reads the shape.
+  int64_t extent = 1;
+  for (size_t d = 0; d < shape_json.size(); ++d) {
+    shape.push_back(element_integer(shape_json, d, where, 0, int64_t{1} << 40));
+    WEFT_CHECK(!__builtin_mul_overflow(extent, std::max<int64_t>(shape.back(), 1), &extent) && extent <= int64_t{1} << 40,
+               FormatError, where, ": \"shape\" ", json_excerpt(shape_json), " has more than 2^40 elements");
+  }
   return shape;
 }
 

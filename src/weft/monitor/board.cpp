@@ -15,6 +15,7 @@ BoardServer::BoardServer(BoardOptions options, std::vector<std::string> allowed_
   http.port = options_.port;
   http.workers = 4;
   http.allowed_hosts = std::move(allowed_hosts);
+  http.allowed_origins = options_.allowed_origins;
   http.error = [](int status, const std::string& message) {
     net::Response r;
     r.status = status;

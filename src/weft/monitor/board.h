@@ -21,6 +21,8 @@ struct BoardOptions {
   std::string log_dir;
   std::string host = "127.0.0.1";
   int port = 6006;  // 0: any free port (port() says which)
+  // Web pages' origins (http://host:port, or *) allowed to call /api from a browser; others get 403.
+  std::vector<std::string> allowed_origins;
 };
 
 class BoardServer {

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <system_error>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -33,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxChunkLine = 1024;       // a chunk's size and its extensions
 constexpr size_t kStreamBacklog = 256 << 10;  // a stream's writer waits while this much is unsent
 constexpr size_t kKeptCapacity = 64 << 10;    // buffers larger than this are freed between requests
+constexpr int64_t kMaxUnfinishedBytes = int64_t{128} << 20;  // every connection's partial requests, at least
 
 bool is_token_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
@@ -445,6 +447,7 @@ struct Connection {
   Clock::time_point arrived;    // the request's first byte
   bool keep_alive = false;
   bool continue_sent = false;
+  int64_t held = 0;  // bytes of its unfinished request counted in Loop::unfinished_bytes
   // Shared with the handler's thread:
   std::mutex mutex;
   std::condition_variable drained;
@@ -496,6 +499,14 @@ struct Server::Loop {
   int epoll_fd = -1, wake_fd = -1;
   std::unordered_map<int, ConnectionPtr> connections;
   int max_connections = 0;
+  // Every connection's unfinished request, read and not yet handled, together: one body is bounded
+  // by max_body_bytes, and this bounds them all (400 connections each holding most of an 8 MiB body
+  // took 3.3 GB).
+  int64_t unfinished_bytes = 0, max_unfinished_bytes = 0;
+  void hold(Connection& c, int64_t bytes) {
+    unfinished_bytes += bytes - c.held;
+    c.held = bytes;
+  }
   // From the handlers' threads to the loop: connections with bytes to send.
   std::mutex ready_mutex;
   std::vector<ConnectionPtr> ready;
@@ -524,6 +535,7 @@ struct Server::Loop {
     ::epoll_ctl(epoll_fd, op, c.fd, &e);
   }
   void close(const ConnectionPtr& c) {
+    hold(*c, 0);
     {
       std::lock_guard<std::mutex> lock(c->mutex);
       c->closed = true;
@@ -586,6 +598,7 @@ void Server::serve() {
   ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
   auto loop = std::make_unique<Loop>();
   Loop& L = *loop;
+  L.max_unfinished_bytes = std::max<int64_t>(kMaxUnfinishedBytes, 2 * options_.limits.max_body_bytes);
   L.max_connections = static_cast<int>(std::max<rlim_t>(1, std::min<rlim_t>(static_cast<rlim_t>(options_.max_connections),
                                                                               files.rlim_cur > 128 ? files.rlim_cur - 64 : files.rlim_cur / 2)));
   L.epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
@@ -636,8 +649,15 @@ void Server::serve() {
 
   // The handlers.
   std::vector<std::thread> workers;
-  for (int i = 0; i < std::max(1, options_.workers); ++i)
-    workers.emplace_back([&] {
+  const auto stop_workers = [&] {
+    {
+      std::lock_guard<std::mutex> lock(L.jobs_mutex);
+      L.workers_stop = true;
+    }
+    L.jobs_changed.notify_all();
+    for (std::thread& t : workers) t.join();
+  };
+  const auto work = [&] {
       for (;;) {
         Loop::Job job;
         {
@@ -662,7 +682,16 @@ void Server::serve() {
         }
         answered(job.request, r.status, job.arrived);
       }
-    });
+  };
+  // A thread the system will not start (a ulimit, or memory the KV cache took) ends the server
+  // with the reason, after the ones already started, rather than std::terminate.
+  try {
+    for (int i = 0; i < std::max(1, options_.workers); ++i) workers.emplace_back(work);
+  } catch (const std::system_error& e) {
+    stop_workers();
+    throw Error(str("cannot start the request threads: ", workers.size(), " of ", std::max(1, options_.workers),
+                    " started before the system refused one (", e.what(), "); ask for fewer (--connections)"));
+  }
 
   // Sends what is queued; true while the connection lives.
   const auto flush = [&](const ConnectionPtr& c) {
@@ -753,9 +782,21 @@ void Server::serve() {
         c->arrived = Clock::now();
         c->deadline = c->arrived + read_timeout;
       }
+      // A request's head and a small body always get in (a health check must), so the bound is
+      // passed by at most that much a connection.
+      if (c->held + n > static_cast<int64_t>(kKeptCapacity) && L.unfinished_bytes + n > L.max_unfinished_bytes) {
+        const int64_t held_mib = L.unfinished_bytes >> 20;
+        c->in = std::string();  // what this request had sent is dropped with it
+        c->parser.reset();
+        L.hold(*c, 0);
+        return refuse(c, 503, str("the server holds ", held_mib, " MiB of requests still arriving, its limit; send "
+                                  "this one again later"));
+      }
       c->in.append(buffer, static_cast<size_t>(n));
       parse(c);
-      if (c->phase != Connection::Phase::reading) return;  // the rest waits for the answer
+      const bool reading = c->phase == Connection::Phase::reading;
+      L.hold(*c, reading ? static_cast<int64_t>(c->in.capacity() + c->parser.request().body.capacity()) : 0);
+      if (!reading) return;  // the rest waits for the answer
     }
   };
 
@@ -861,12 +902,7 @@ void Server::serve() {
       }
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(L.jobs_mutex);
-    L.workers_stop = true;
-  }
-  L.jobs_changed.notify_all();
-  for (std::thread& t : workers) t.join();
+  stop_workers();
   std::lock_guard<std::mutex> lock(L.ready_mutex);
   L.ready.clear();
 }

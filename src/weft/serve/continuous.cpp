@@ -39,7 +39,7 @@ ContinuousBatcher::ContinuousBatcher(nn::GPT& model, BatchOptions options, std::
   const double element = static_cast<double>(dtype_size(model_.parameters().front().dtype()));
   const double per_sequence = 2.0 * static_cast<double>(c.layers) * static_cast<double>(c.context) *
                               static_cast<double>(c.dim) * element;
-  const int64_t physical = static_cast<int64_t>(io::physical_memory_bytes()),
+  const int64_t physical = static_cast<int64_t>(std::min<uint64_t>(io::usable_memory_bytes(), INT64_MAX)),
                 limit = CachingAllocator::cpu().memory_limit();
   const bool limited = limit > 0 && limit < physical;
   const double memory = static_cast<double>(limited ? limit : physical),
@@ -50,6 +50,7 @@ ContinuousBatcher::ContinuousBatcher(nn::GPT& model, BatchOptions options, std::
              limited ? "the memory limit of " : "this machine's ", format_bytes(static_cast<int64_t>(memory)),
              limited ? " (WEFT_MEMORY_LIMIT)" : " of memory", "; at most ", static_cast<int64_t>(memory / per_sequence),
              " fit");
+  shared_cache_ = std::make_unique<nn::KVCache>(model_.make_kv_cache(options_.max_batch));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -71,9 +72,8 @@ int64_t ContinuousBatcher::queue_depth() const { return waiting_.size(); }
 void ContinuousBatcher::loop() {
   if (options_.threads > 0) set_num_threads(options_.threads);
   NoGradGuard no_grad;
-  // Every running sequence's keys and values, a slot each, allocated once: decode_attention reads
-  // them all in one call per layer.
-  const nn::KVCache shared = model_.make_kv_cache(options_.max_batch);
+  // decode_attention reads every running sequence's keys and values in one call per layer.
+  const nn::KVCache& shared = *shared_cache_;
   std::vector<int64_t> free_slots;
   for (int64_t s = options_.max_batch - 1; s >= 0; --s) free_slots.push_back(s);
   std::vector<std::unique_ptr<Running>> running;

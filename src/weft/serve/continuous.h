@@ -15,11 +15,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "weft/nn/generate.h"
+#include "weft/nn/kv_cache.h"
 #include "weft/serve/batcher.h"
 
 namespace weft::serve {
@@ -53,6 +55,9 @@ class ContinuousBatcher {
   BatchOptions options_;
   std::function<void(int64_t)> on_step_;
   RequestQueue<Generation> waiting_;
+  // Every running sequence's keys and values, a slot each, allocated once, before the thread: a
+  // cache the memory cannot hold is the constructor's error, not the thread's.
+  std::unique_ptr<nn::KVCache> shared_cache_;
   std::thread thread_;
 };
 

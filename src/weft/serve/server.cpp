@@ -53,11 +53,22 @@ constexpr int kMaxBodyDepth = 8;
 // token of context cannot fit, and is refused before it is tokenized.
 constexpr int64_t kPromptBytesPerToken = 64;
 
+// Values a body's JSON tree may keep (pixels read by a PixelReader are not kept): a tree costs
+// about 100 bytes a value, and 8 MB of {"k0":0,"k1":0,...} built 120 MB that stayed resident.
+constexpr int64_t kMaxBodyValues = 16384;
+
 // A body parsed as the JSON reader of files parses: nesting bounded (nlohmann's dump and
-// comparison recurse once per level), duplicate keys and out-of-range numbers refused, all before
-// anything is built from it or quoted back.
+// comparison recurse once per level), duplicate keys and out-of-range numbers refused, and the
+// values kept counted, all before anything is built from it or quoted back.
 Json parse_body(const net::Request& req, const Json::parser_callback_t& on_value = nullptr) {
-  Json body = io::parse_json(req.body, "the body", kMaxBodyDepth, on_value);
+  int64_t kept = 0;
+  const Json::parser_callback_t bounded = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    const bool keep = !on_value || on_value(depth, event, parsed);
+    if (keep && (event == Json::parse_event_t::value || event == Json::parse_event_t::key) && ++kept > kMaxBodyValues)
+      throw HttpError(400, str("the body holds more than ", kMaxBodyValues, " JSON values"));
+    return keep;
+  };
+  Json body = io::parse_json(req.body, "the body", kMaxBodyDepth, bounded);
   if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
   return body;
 }

@@ -229,7 +229,7 @@ class LanguageTask : public Task {
     // Every rank builds the whole model in f32 first (a split keeps its share after): a GPT whose
     // weights alone exceed the machine's memory is refused before any of it is allocated.
     const double weights = 4.0 * static_cast<double>(config_.num_parameters()),
-                 memory = static_cast<double>(io::physical_memory_bytes());
+                 memory = static_cast<double>(io::usable_memory_bytes());
     WEFT_CHECK(weights <= memory, ValueError, "the GPT of ", config_.layers, " layers of width ", config_.dim,
                " (--layers, --dim) has ", config_.num_parameters() == INT64_MAX ? "more than 2^63" :
                str(config_.num_parameters()), " parameters: ",
@@ -254,6 +254,18 @@ class LanguageTask : public Task {
                  format_bytes(static_cast<int64_t>(needed)), w.local_size > 1 ? " on this host's ranks" : "",
                  " (weft plan's estimate), more than this machine's ", format_bytes(static_cast<int64_t>(memory)),
                  " of memory; run it in micro-batches (--grad-accum), or with --checkpoint-activations or --auto-batch");
+    }
+    // Each rank gathers its share of the step's token ids whole (inputs and targets, i64) before
+    // cutting micro-batches from them: a --batch-size whose ids alone exceed the memory is refused
+    // here, whatever --grad-accum makes of the micro-batch.
+    {
+      const dist::World& w = dist::world();
+      const int64_t batch = o.batch_size.value_or(kTextDefaults.batch_size);
+      const double ids = 16.0 * static_cast<double>(batch) / w.size * w.local_size * static_cast<double>(config_.context);
+      WEFT_CHECK(ids <= memory, ValueError, "--batch-size ", batch, ": a step's ", batch, " sequences of ",
+                 config_.context, " tokens take ", format_bytes(static_cast<int64_t>(std::min(ids, 9e18))),
+                 " of token ids alone", w.local_size > 1 ? " on this host's ranks" : "", ", more than this machine's ",
+                 format_bytes(static_cast<int64_t>(memory)), " of memory");
     }
     WEFT_CHECK(random_data_ || config_.vocab >= tokenizer_->vocab_size(), ValueError,
                "--vocab: must be at least the tokenizer's vocabulary of ", tokenizer_->vocab_size(), ", got '",

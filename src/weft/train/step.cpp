@@ -144,7 +144,7 @@ namespace {
 std::string metrics_through(const std::string& path, int64_t last_step) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return "";
-  const std::string text = io::read_input(path, io::physical_memory_bytes());
+  const std::string text = io::read_input(path, io::usable_memory_bytes());
   std::string kept;
   // A last line without its newline was torn by a kill, and goes.
   for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
