@@ -58,6 +58,22 @@ else
   failed=1
 fi
 rm -rf "$work"
+# Different commands: weft bench comm's collectives are not weft train's, and weft version needs no
+# MPI at all; both launches hung past --comm-timeout.
+for other in "bench comm" version; do
+  out=$("$mpiexec" --oversubscribe --bind-to none --timeout 60 \
+        -np 1 "$weft" train --model gpt --data random --steps 1 --threads 1 : -np 1 "$weft" $other 2>&1)
+  status=$?
+  expected="weft: ranks run different commands: 'weft train' on rank 0, 'weft $other' on rank 1; every rank of a launch runs the same weft command"
+  seen=$(printf '%s\n' "$out" | grep -c -x -F -- "$expected")
+  if [ "$status" -eq 2 ] && [ "$seen" -eq 2 ]; then
+    echo "ok: weft train beside weft $other: exit 2, both ranks say so"
+  else
+    echo "FAILED: weft train beside weft $other: exit $status, the line from $seen of 2 ranks; the output ended:"
+    printf '%s\n' "$out" | tail -6
+    failed=1
+  fi
+done
 # What only a rank's own machine sees may differ: this launch trains.
 out=$("$mpiexec" --oversubscribe --bind-to none --timeout 60 \
       -np 1 "$weft" train --model gpt --data random --steps 1 --layers 1 --dim 32 --threads 1 : \

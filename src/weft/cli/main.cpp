@@ -206,6 +206,11 @@ void add_help_and_version(CLI::App& app, std::function<void()>& run) {
 int run_command(CLI::App& app, const std::function<void()>& run, int argc, char** argv) {
   try {
     app.parse(argc, argv);
+    // The deepest command parsed ("weft bench comm"): ranks running different ones would wait on
+    // each other's collectives (or MPI_Init) for ever.
+    const CLI::App* command = &app;
+    while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+    weft::dist::agree_on_command(command_path(command));
     run();
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

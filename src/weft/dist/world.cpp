@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <thread>
 
 #include "weft/core/error.h"
 
@@ -56,6 +57,22 @@ World start() {
 const World& world() {
   static const World w = start();
   return w;
+}
+
+void agree_on_command(const std::string& command) {
+  if (!launched_by_mpi()) return;
+  const World& w = world();
+  if (w.size < 2) return;
+  constexpr size_t kLength = 128;  // a command's path, cut there
+  std::string mine = command.substr(0, kLength - 1);
+  mine.resize(kLength, '\0');
+  std::string all(kLength * static_cast<size_t>(w.size), '\0');
+  WEFT_CHECK(MPI_Allgather(mine.data(), kLength, MPI_CHAR, all.data(), kLength, MPI_CHAR, MPI_COMM_WORLD) == MPI_SUCCESS,
+             Error, "MPI_Allgather of the ranks' commands failed");
+  const auto name = [&](int rank) { return std::string(all.c_str() + kLength * static_cast<size_t>(rank)); };
+  for (int rank = 1; rank < w.size; ++rank)
+    WEFT_CHECK(name(rank) == name(0), Error, "ranks run different commands: '", name(0), "' on rank 0, '", name(rank),
+               "' on rank ", rank, "; every rank of a launch runs the same weft command");
 }
 
 void exit_if_stuck_after_error(int status, int grace_seconds) {

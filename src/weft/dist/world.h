@@ -9,6 +9,7 @@
 //   Open MPI's mpirun: OMPI_COMM_WORLD_SIZE; PMIx (srun --mpi=pmix): PMIX_RANK; PMI-1/2 (srun,
 //   MPICH's hydra): PMI_SIZE.
 #pragma once
+#include <string>
 
 namespace weft::dist {
 
@@ -31,6 +32,12 @@ int threads_per_local_rank();
 
 // Whether the environment names a launch (without initialising anything).
 bool launched_by_mpi();
+
+// Under a launch of several ranks, every rank names the command it runs ("weft train") and all
+// compare: ranks running different commands (weft train beside weft bench comm, or beside weft
+// version, which needs no MPI) would wait on each other's collectives, or on MPI_Init, for ever.
+// Throws weft::Error naming the two on every rank when they differ; nothing when not launched.
+void agree_on_command(const std::string& command);
 
 // For a rank that is ending with an error in a launch of several. The others may be waiting for
 // it in a collective (its data failed to load where theirs did not), and MPI_Finalize, at exit,
