@@ -11,8 +11,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/autograd/grad_mode.h"
@@ -21,10 +24,17 @@
 #include "weft/core/tensor.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/conv.h"
+#include "weft/ops/embedding.h"
 #include "weft/ops/linear.h"
 #include "weft/ops/loss.h"
+#include "weft/ops/norm.h"
+#include "weft/ops/pool.h"
 #include "weft/ops/reduce.h"
 #include "weft/ops/shape.h"
+#include "weft/optim/adam.h"
+#include "weft/optim/clip.h"
+#include "weft/optim/sgd.h"
 
 namespace py = pybind11;
 using namespace weft;
@@ -157,6 +167,19 @@ Tensor index_tensor(const Tensor& t, const py::object& key) {
   return out;
 }
 
+// PyTorch's int-or-pair arguments (stride=2, padding=(1, 0)).
+std::array<int64_t, 2> pair_of(const py::object& value) {
+  if (py::isinstance<py::int_>(value)) return {value.cast<int64_t>(), value.cast<int64_t>()};
+  const auto v = value.cast<std::vector<int64_t>>();
+  WEFT_CHECK(v.size() == 2, ValueError, "expected an int or a pair of ints, got ", v.size(), " values");
+  return {v[0], v[1]};
+}
+
+Pool2dOptions pool_options(const py::object& kernel, const py::object& stride, const py::object& padding) {
+  return {.kernel = pair_of(kernel), .stride = stride.is_none() ? std::array<int64_t, 2>{0, 0} : pair_of(stride),
+          .padding = pair_of(padding)};
+}
+
 Shape shape_from(const py::args& args) {
   if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<Shape>();
   return args.cast<Shape>();
@@ -238,9 +261,9 @@ PYBIND11_MODULE(_weft, m) {
       .def_property(
           "requires_grad", &Tensor::requires_grad, [](Tensor& t, bool on) { t.requires_grad_(on); })
       .def("requires_grad_", [](Tensor& t, bool on) { return t.requires_grad_(on); }, py::arg("requires_grad") = true)
-      .def_property_readonly("grad", [](const Tensor& t) -> py::object {
-        return t.grad().defined() ? py::cast(t.grad()) : py::none();
-      })
+      .def_property(
+          "grad", [](const Tensor& t) -> py::object { return t.grad().defined() ? py::cast(t.grad()) : py::none(); },
+          [](const Tensor& t, std::optional<Tensor> grad) { t.set_grad(grad.value_or(Tensor())); })
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
       .def("backward",
            [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
@@ -249,6 +272,9 @@ PYBIND11_MODULE(_weft, m) {
            },
            py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       .def("detach", &Tensor::detach)
+      .def("copy_", [](Tensor& t, const Tensor& src) -> Tensor& { return t.copy_(src); },
+           "copies src's values in (broadcast, converted); not recorded by autograd")
+      .def("zero_", [](Tensor& t) -> Tensor& { return t.zero_(); })
       // conversions and views
       .def("to", [](const Tensor& t, DType d) { return t.to(d); })
       .def("to", [](const Tensor& t, const std::string& device) { return t.to(device_of(device)); })
@@ -344,8 +370,80 @@ PYBIND11_MODULE(_weft, m) {
         },
         py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("ignore_index") = -100,
         py::arg("label_smoothing") = 0.0);
+  m.def("conv2d",
+        [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, const py::object& stride, const py::object& padding,
+           const py::object& dilation, int64_t groups) {
+          return conv2d(x, w, b.value_or(Tensor()),
+                        {.stride = pair_of(stride), .padding = pair_of(padding), .dilation = pair_of(dilation), .groups = groups});
+        },
+        py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("dilation") = 1, py::arg("groups") = 1);
+  m.def("max_pool2d",
+        [](const Tensor& x, const py::object& kernel, const py::object& stride, const py::object& padding) {
+          return max_pool2d(x, pool_options(kernel, stride, padding));
+        },
+        py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+  m.def("avg_pool2d",
+        [](const Tensor& x, const py::object& kernel, const py::object& stride, const py::object& padding) {
+          return avg_pool2d(x, pool_options(kernel, stride, padding));
+        },
+        py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+  m.def("adaptive_avg_pool2d", [](const Tensor& x, const py::object& size) { return adaptive_avg_pool2d(x, pair_of(size)); },
+        py::arg("input"), py::arg("output_size"));
+  m.def("layer_norm",
+        [](const Tensor& x, const Shape& shape, std::optional<Tensor> w, std::optional<Tensor> b, double eps) {
+          return layer_norm(x, shape, w.value_or(Tensor()), b.value_or(Tensor()), eps);
+        },
+        py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+        py::arg("eps") = 1e-5);
+  m.def("embedding", [](const Tensor& indices, const Tensor& weight) { return embedding(indices, weight); },
+        py::arg("input"), py::arg("weight"));
+  m.def("dropout", [](const Tensor& x, double p, bool training) { return dropout(x, p, training); }, py::arg("input"),
+        py::arg("p") = 0.5, py::arg("training") = true);
+  m.def("mse_loss", [](const Tensor& a, const Tensor& b) { return mse_loss(a, b); }, py::arg("input"), py::arg("target"));
   m.def("sum", [](const Tensor& t) { return sum(t); });
   m.def("mean", [](const Tensor& t) { return mean(t); });
+  // weft.optim: the optimizers every weft train run uses, updating the tensors given in place.
+  py::module_ optim = m.def_submodule("optim", "weft's optimizers: each updates its parameters in place");
+  py::class_<optim::Optimizer>(optim, "Optimizer")
+      .def("step", [](optim::Optimizer& o) {
+        py::gil_scoped_release release;
+        o.step();
+      })
+      .def("zero_grad", &optim::Optimizer::zero_grad, py::arg("set_to_none") = true)
+      .def_property("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
+      .def_property_readonly("params", &optim::Optimizer::params);
+  py::class_<optim::SGD, optim::Optimizer>(optim, "SGD")
+      .def(py::init([](std::vector<Tensor> params, double lr, double momentum, double dampening, double weight_decay,
+                       bool nesterov) {
+             return std::make_unique<optim::SGD>(std::move(params), lr,
+                                                 optim::SGDOptions{.momentum = momentum, .dampening = dampening,
+                                                                   .weight_decay = weight_decay, .nesterov = nesterov});
+           }),
+           py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("dampening") = 0.0,
+           py::arg("weight_decay") = 0.0, py::arg("nesterov") = false);
+  py::class_<optim::Adam, optim::Optimizer>(optim, "Adam")
+      .def(py::init([](std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
+                       double weight_decay) {
+             return std::make_unique<optim::Adam>(
+                 std::move(params), optim::AdamOptions{.lr = lr, .beta1 = betas.first, .beta2 = betas.second, .eps = eps,
+                                                       .weight_decay = weight_decay, .decoupled_weight_decay = false});
+           }),
+           py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair<double, double>{0.9, 0.999},
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0);
+  py::class_<optim::AdamW, optim::Adam>(optim, "AdamW")
+      .def(py::init([](std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
+                       double weight_decay) {
+             return std::make_unique<optim::AdamW>(
+                 std::move(params), optim::AdamWOptions{.lr = lr, .beta1 = betas.first, .beta2 = betas.second, .eps = eps,
+                                                        .weight_decay = weight_decay});
+           }),
+           py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair<double, double>{0.9, 0.999},
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01);
+  optim.def("clip_grad_norm_", [](const std::vector<Tensor>& params, double max_norm) {
+    return optim::clip_grad_norm(params, max_norm);
+  }, py::arg("parameters"), py::arg("max_norm"), "scales the grads to a total norm of at most max_norm; returns the norm");
+
   m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, py::arg("tensors"),
         py::arg("dim") = 0);
   m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, py::arg("tensors"),

@@ -6,7 +6,9 @@ that need a gradient, and backpropagate with ``t.backward()``, as PyTorch's do.
 from ._weft import (Error, Tensor, arange, cat, cross_entropy, empty, exp, from_numpy, full, gelu,
                     is_grad_enabled, linear, log, log_softmax, manual_seed, matmul, mean, ones, rand, randn,
                     relu, set_grad_enabled, sigmoid, softmax, stack, sum, tanh, tensor, zeros)
-from ._weft import dtype
+from ._weft import (adaptive_avg_pool2d, avg_pool2d, conv2d, dropout, dtype, embedding, layer_norm, max_pool2d,
+                    mse_loss, optim)
+from . import nn
 
 f64, f32, f16, bf16 = dtype.f64, dtype.f32, dtype.f16, dtype.bf16
 i64, i32, i8, u8 = dtype.i64, dtype.i32, dtype.i8, dtype.u8
