@@ -229,6 +229,13 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
                 "continue the run saved in this directory, in place unless --out names another; flags not given "
                 "take the run's own (the model, data, batch, optimizer, precision; under mpirun its parallel layout)")
       ->check(not_empty());
+  t->add_option("--init-from", o->init_from,
+                "fine-tune: start a new run from the weights of this checkpoint (a weft train directory or its "
+                ".safetensors), with a fresh optimizer and schedule; a GPT takes the checkpoint's shape")
+      ->check(not_empty());
+  t->add_option("--freeze", o->freeze,
+                "parameters whose names match this regular expression are not trained (e.g. '^0\\.' or 'wte|wpe')")
+      ->check(not_empty());
   t->add_flag("--overwrite", o->overwrite,
               "start over in an --out that holds a run: deletes that run's checkpoint, metrics and events first");
   t->add_flag("--async-save", o->async_save,

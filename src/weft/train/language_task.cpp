@@ -217,7 +217,8 @@ class LanguageTask : public Task {
   LanguageTask(const TrainOptions& o, std::ostream& log) : eval_windows_(o.text.eval_windows) {
     const TextOptions& t = o.text;
     std::optional<infer::SavedGPT> saved;
-    if (!o.resume_dir.empty()) saved = infer::read_saved_gpt(o.resume_dir);
+    if (!o.resume_dir.empty() || !o.init_from.empty())
+      saved = infer::read_saved_gpt(!o.resume_dir.empty() ? o.resume_dir : o.init_from);
     random_data_ = t.data.size() == 1 && t.data[0] == "random";
     ShardInput shards = random_data_ ? ShardInput{} : read_shards(t.data);
     const bool from_shards = !shards.train.empty();

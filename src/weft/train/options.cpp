@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <regex>
 #include <set>
 #include <vector>
 
@@ -157,8 +158,17 @@ void TrainOptions::validate() const {
       {"--heads", text.heads}, {"--dim", text.dim}, {"--context", text.context}, {"--vocab", text.vocab}};
   for (const auto& [flag, size] : sizes)
     if (size) check_flag(flag, *size, {.min = 1, .max = kMaxCount});
-  // Resuming, an unset size is the checkpoint's, checked when it is read.
-  if (resume_dir.empty() || (text.dim && text.heads)) {
+  WEFT_CHECK(init_from.empty() || resume_dir.empty(), ValueError, "--init-from starts a new run from a checkpoint's "
+             "weights and --resume continues a run: give one of them");
+  if (!freeze.empty()) {
+    try {
+      std::regex(freeze, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw ValueError(str("--freeze: '", freeze, "' is not a regular expression (", e.what(), ")"));
+    }
+  }
+  // Resuming or starting from a checkpoint, an unset size is the checkpoint's, checked when it is read.
+  if ((resume_dir.empty() && init_from.empty()) || (text.dim && text.heads)) {
     const int64_t heads = text.heads.value_or(nn::GPTConfig{}.heads), dim = text.dim.value_or(nn::GPTConfig{}.dim);
     WEFT_CHECK(dim % heads == 0, ValueError, "--dim: must be a multiple of --heads (", heads, "), got '", dim, "'");
   }
@@ -209,6 +219,7 @@ void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::functio
   take("--eval-every", "eval_every", eval_every);
   take("--limit-train-batches", "limit_train_batches", limit_train_batches);
   take("--seed", "seed", seed);
+  take("--freeze", "freeze", freeze);  // a resumed fine-tuning keeps its frozen tensors
   if (keep_layout && !given("--parallel")) {
     take("--parallel", "parallel", parallel);
     take("--tp", "tp", tp);
@@ -239,6 +250,7 @@ nlohmann::json TrainOptions::agreed_across_ranks() const {
           {"--bucket-mb", bucket_mb}, {"--no-overlap", !ddp_overlap}, {"--grad-accum", grad_accum},
           {"--checkpoint-activations", checkpoint_activations}, {"--auto-batch", auto_batch},
           {"--eval-every", or_null(eval_every)}, {"--out", out_dir}, {"--resume", resume_dir}, {"--async-save", async_save},
+          {"--init-from", init_from}, {"--freeze", freeze},
           {"--seed", seed},
           {"--dataset", image.dataset}, {"--data-dir", image.data_dir}, {"--layers", or_null(text.layers)},
           {"--heads", or_null(text.heads)}, {"--dim", or_null(text.dim)}, {"--context", or_null(text.context)},
@@ -258,7 +270,8 @@ nlohmann::json TrainOptions::to_json() const {
                       {"grad_accum", grad_accum},
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},
-                      {"threads", threads}, {"profile_trace", profile_trace}};
+                      {"threads", threads}, {"profile_trace", profile_trace}, {"init_from", init_from},
+                      {"freeze", freeze}};
   if (is_image_task()) {
     j["dataset"] = image.dataset;
     j["data_dir"] = infer::image_data_dir(image.dataset, image.data_dir);

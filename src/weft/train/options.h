@@ -105,6 +105,12 @@ struct TrainOptions {
   int64_t log_every = 50;             // steps between log records (TensorBoard, metrics.jsonl, plain progress)
   std::string out_dir;                // "": no checkpoint or logs
   std::string resume_dir;             // "": start fresh
+  // Fine-tuning: a new run (fresh optimizer, schedule and step count) whose model starts from the
+  // weights of a checkpoint weft train wrote (what weft eval takes), its own GPT shape included.
+  std::string init_from;
+  // A regular expression (ECMAScript, searched in each name): parameters it matches are not
+  // trained; they keep their values bit for bit. One process only.
+  std::string freeze;
   // --out on a directory that holds another run is refused unless this is set, and then the old
   // run's files (checkpoints, metrics, events) are deleted first; other files there are kept.
   bool overwrite = false;

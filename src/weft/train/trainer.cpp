@@ -12,6 +12,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,6 +30,7 @@
 #include "weft/data/dataloader.h"
 #include "weft/dist/parallel_plan.h"
 #include "weft/dist/world.h"
+#include "weft/infer/load.h"
 #include "weft/io/atomic_file.h"
 #include "weft/io/dir_lock.h"
 #include "weft/io/json.h"
@@ -315,6 +318,12 @@ std::string train_command(const std::string& args) {
 
 namespace {
 
+// The parameters that take a gradient (--freeze leaves the others without one).
+std::vector<Tensor> trainable(std::vector<Tensor> params) {
+  std::erase_if(params, [](const Tensor& p) { return !p.requires_grad(); });
+  return params;
+}
+
 // What the parallel plan (dist/parallel_plan.h) takes of the options.
 dist::ParallelOptions parallel_options(const TrainOptions& o) {
   return {.parallel = o.parallel, .zero_stage = o.zero_stage(), .tp = static_cast<int>(o.tp),
@@ -491,6 +500,10 @@ struct Run {
   void build_model() {
     manual_seed(o.seed);
     model = task->make_model(o.checkpoint_activations);
+    // Both checked before either says what it did: a refusal is the only line.
+    const std::string initialised = o.init_from.empty() ? "" : init_from_checkpoint();
+    const std::string frozen = o.freeze.empty() ? "" : freeze_parameters();
+    log << initialised << frozen;
     whole_params = model->num_parameters();  // a tensor-parallel rank or a stage holds a share
     model = plan.split(model);
     // --master-weights: the optimizer takes the f32 initialisation as its masters, and the model
@@ -515,11 +528,44 @@ struct Run {
     // Clipping's norm is read while backward runs, each gradient as it becomes final (in cache),
     // except under fp16, whose scaler rewrites the gradients (unscale) after backward. Under data
     // parallelism the norm is of the averaged gradients, read after the all-reduce.
-    if (clip_grad > 0 && !scaler && !distributed) backward_norm.emplace(model->parameters());
+    if (clip_grad > 0 && !scaler && !distributed) backward_norm.emplace(trainable(model->parameters()));
     sampler = task->train_sampler(batch_size, o.seed, plan.replica(), plan.replicas());
     loader.emplace(task->train_data(), sampler, rank_batch, /*drop_last=*/false, o.prefetch);
     steps_per_epoch = loader->num_batches();
     if (o.limit_train_batches > 0) steps_per_epoch = std::min(steps_per_epoch, o.limit_train_batches);
+  }
+
+  // --init-from: the whole model's weights, before any split, from what weft eval reads; checked
+  // tensor by tensor against the model first (a GPT was built in the checkpoint's shape).
+  std::string init_from_checkpoint() {
+    const infer::Weights w = infer::load_weights(o.init_from);
+    const std::string model_name = nn::model_kind_name(o.model);
+    WEFT_CHECK(w.model_name.empty() || w.model_name == model_name, ValueError, "--init-from ", o.init_from,
+               " holds a ", w.model_name, " and this run trains a ", model_name, " (--model)");
+    infer::check_fit(*model, model_name, w.state, o.init_from);
+    NoGradGuard no_grad;
+    model->load_state_dict(w.state);
+    return str("initialised from ", o.init_from, "\n");
+  }
+
+  // --freeze: the matching parameters take no gradient, so no optimizer moves them. Data
+  // parallelism all-reduces every parameter's gradient, and is refused rather than left waiting.
+  std::string freeze_parameters() {
+    WEFT_CHECK(!distributed, ValueError, "--freeze trains in one process only: under mpirun every rank waits for "
+               "the gradients of every parameter");
+    const std::regex pattern(o.freeze, std::regex::ECMAScript);
+    std::vector<std::string> frozen;
+    for (auto& [name, p] : model->named_parameters())
+      if (std::regex_search(name, pattern)) {
+        p.requires_grad_(false);
+        frozen.push_back(name);
+      }
+    const nn::NamedTensors all = model->named_parameters();
+    WEFT_CHECK(!frozen.empty(), ValueError, "--freeze '", o.freeze, "' matches none of the model's parameters (",
+               all.front().first, ", ...)");
+    WEFT_CHECK(frozen.size() < all.size(), ValueError, "--freeze '", o.freeze, "' matches every one of the model's ",
+               all.size(), " parameters: nothing would train");
+    return str("frozen: ", frozen.size(), " tensors (", frozen.front(), frozen.size() > 1 ? ", ...)" : ")", "\n");
   }
 
   // --resume: weights, optimizer state, step, generator and loss scale, from a checkpoint of any
