@@ -8,12 +8,10 @@ mpiexec=$2
 source_dir=$3
 failed=0
 
-# differ EXPECTED "RANK 0'S FLAGS" "RANK 1'S FLAGS" (each with its --data)
-differ() {
+# refused_alike EXPECTED "RANK 0'S ARGUMENTS" "RANK 1'S ARGUMENTS": both ranks print EXPECTED, exit 2
+refused_alike() {
   expected=$1
-  out=$("$mpiexec" --oversubscribe --bind-to none --timeout 60 \
-        -np 1 "$weft" train --model gpt --steps 1 --threads 1 $2 : \
-        -np 1 "$weft" train --model gpt --steps 1 --threads 1 $3 2>&1)
+  out=$("$mpiexec" --oversubscribe --bind-to none --timeout 60 -np 1 "$weft" $2 : -np 1 "$weft" $3 2>&1)
   status=$?
   seen=$(printf '%s\n' "$out" | grep -c -x -F -- "$expected")
   if [ "$status" -eq 2 ] && [ "$seen" -eq 2 ]; then
@@ -23,6 +21,11 @@ differ() {
     printf '%s\n' "$out" | tail -6
     failed=1
   fi
+}
+
+# differ EXPECTED "RANK 0'S FLAGS" "RANK 1'S FLAGS" (each with its --data), to weft train
+differ() {
+  refused_alike "$1" "train --model gpt --steps 1 --threads 1 $2" "train --model gpt --steps 1 --threads 1 $3"
 }
 
 tail="; every rank of a launch trains the same model on the same data, with the same flags"
@@ -61,18 +64,8 @@ rm -rf "$work"
 # Different commands: weft bench comm's collectives are not weft train's, and weft version needs no
 # MPI at all; both launches hung past --comm-timeout.
 for other in "bench comm" version; do
-  out=$("$mpiexec" --oversubscribe --bind-to none --timeout 60 \
-        -np 1 "$weft" train --model gpt --data random --steps 1 --threads 1 : -np 1 "$weft" $other 2>&1)
-  status=$?
-  expected="weft: ranks run different commands: 'weft train' on rank 0, 'weft $other' on rank 1; every rank of a launch runs the same weft command"
-  seen=$(printf '%s\n' "$out" | grep -c -x -F -- "$expected")
-  if [ "$status" -eq 2 ] && [ "$seen" -eq 2 ]; then
-    echo "ok: weft train beside weft $other: exit 2, both ranks say so"
-  else
-    echo "FAILED: weft train beside weft $other: exit $status, the line from $seen of 2 ranks; the output ended:"
-    printf '%s\n' "$out" | tail -6
-    failed=1
-  fi
+  refused_alike "weft: ranks run different commands: 'weft train' on rank 0, 'weft $other' on rank 1; every rank of a launch runs the same weft command" \
+    "train --model gpt --data random --steps 1 --threads 1" "$other"
 done
 # What only a rank's own machine sees may differ: this launch trains.
 out=$("$mpiexec" --oversubscribe --bind-to none --timeout 60 \
