@@ -7,6 +7,8 @@
 // ValueError naming the flag, never replaced. validate() is that refusal, in the format of
 // core/flag_value.h; the bounds below are part of it.
 #pragma once
+#include <regex.h>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -46,6 +48,20 @@ struct TextOptions {
   std::vector<std::string> data;  // text files or directories (default: the fortunes), or {"random"}
   double val_fraction = 0.05;     // of the documents, or of the tokens (data/text.h); 0: no validation
   int64_t eval_windows = 0;       // validation windows per evaluation; 0: all of them
+};
+
+// --freeze's expression, compiled: which parameter names it finds. ValueError naming the flag
+// when it is not a regular expression.
+class FrozenNames {
+ public:
+  explicit FrozenNames(const std::string& pattern);
+  ~FrozenNames();
+  FrozenNames(const FrozenNames&) = delete;
+  FrozenNames& operator=(const FrozenNames&) = delete;
+  bool matches(const std::string& name) const;
+
+ private:
+  regex_t compiled_;
 };
 
 struct TrainOptions {
@@ -108,8 +124,8 @@ struct TrainOptions {
   // Fine-tuning: a new run (fresh optimizer, schedule and step count) whose model starts from the
   // weights of a checkpoint weft train wrote (what weft eval takes), its own GPT shape included.
   std::string init_from;
-  // A regular expression (ECMAScript, searched in each name): parameters it matches are not
-  // trained; they keep their values bit for bit. One process only.
+  // A regular expression (POSIX extended, as grep -E's, found anywhere in each name): the
+  // parameters it matches are not trained; they keep their values bit for bit. One process only.
   std::string freeze;
   // --out on a directory that holds another run is refused unless this is set, and then the old
   // run's files (checkpoints, metrics, events) are deleted first; other files there are kept.

@@ -12,7 +12,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -553,10 +552,10 @@ struct Run {
   std::string freeze_parameters() {
     WEFT_CHECK(!distributed, ValueError, "--freeze trains in one process only: under mpirun every rank waits for "
                "the gradients of every parameter");
-    const std::regex pattern(o.freeze, std::regex::ECMAScript);
+    const FrozenNames pattern(o.freeze);
     std::vector<std::string> frozen;
     for (auto& [name, p] : model->named_parameters())
-      if (std::regex_search(name, pattern)) {
+      if (pattern.matches(name)) {
         p.requires_grad_(false);
         frozen.push_back(name);
       }
