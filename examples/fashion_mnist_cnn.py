@@ -1,6 +1,6 @@
 """A CNN defined in Python, trained on Fashion-MNIST with weft: the PyTorch loop, written for weft.
 
-    PYTHONPATH=build/python python3 examples/fashion_mnist_cnn.py [--epochs 2] [--data DIR]
+    PYTHONPATH=build/python python3 examples/fashion_mnist_cnn.py [--epochs 3] [--data DIR]
 
 The data is Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist), read with NumPy.
 The network is not one of weft's own: two 5x5 convolutions (16 and 32 channels, padded), each with
@@ -41,7 +41,7 @@ class FashionCNN(nn.Module):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--data", default=os.environ.get("WEFT_DATA_DIR", "/usr/share/datasets") + "/fashion-mnist")
