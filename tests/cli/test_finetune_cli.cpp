@@ -60,6 +60,30 @@ TEST(FinetuneCli, StartsFromTheCheckpointAndLeavesFrozenTensorsAsTheyWere) {
   }
 }
 
+TEST(FinetuneCli, ReinitialisedTensorsStartAfreshAndTheOthersFromTheCheckpoint) {
+  TempDir dir;
+  ASSERT_EQ(weft_cli(kMlp + "--steps 30 --out " + dir.file("base")).status, 0);
+  const Outcome tuned = weft_cli(kMlp + "--steps 3 --init-from " + dir.file("base") + " --reinit '^5\\.' --freeze "
+                                 "'^(1|3)\\.' --out " + dir.file("tuned"));
+  ASSERT_EQ(tuned.status, 0) << tuned.output;
+  EXPECT_TRUE(contains(tuned.output, "initialised from " + dir.file("base") + ", all but 2 tensors (5.weight, ...: "
+                                     "initialised afresh)")) << tuned.output;
+  ASSERT_EQ(weft_cli(kMlp + "--steps 3 --out " + dir.file("fresh")).status, 0);
+  // The head is a fresh model's (same seed, same initialisation) and the features the checkpoint's,
+  // so the first loss is not the fresh model's.
+  EXPECT_NE(first_loss(dir.file("tuned")), first_loss(dir.file("fresh")));
+  const nn::StateDict base = infer::load_weights(dir.file("base")).state;
+  const nn::StateDict after = infer::load_weights(dir.file("tuned")).state;
+  for (const char* kept : {"1.weight", "1.bias", "3.weight", "3.bias"}) EXPECT_TRUE(same_bits(base.at(kept), after.at(kept))) << kept;
+  EXPECT_FALSE(same_bits(base.at("5.weight"), after.at("5.weight")));
+
+  expect_usage_error(weft_cli(kMlp + "--steps 1 --reinit '^5\\.'"), "--reinit: chooses which of --init-from's tensors");
+  expect_usage_error(weft_cli(kMlp + "--steps 1 --init-from " + dir.file("base") + " --reinit '^head'"),
+                     "--reinit '^head' matches none of the model's tensors (1.weight, ...)");
+  expect_usage_error(weft_cli(kMlp + "--steps 1 --init-from " + dir.file("base") + " --reinit '('"),
+                     "--reinit: '(' is not a regular expression");
+}
+
 TEST(FinetuneCli, AGptTakesTheCheckpointsShape) {
   TempDir dir;
   const std::string gpt = "train --model gpt --data random --threads 1 --steps 2 --batch-size 4 ";

@@ -176,3 +176,30 @@ def test_under_mpirun_fit_trains_data_parallel_to_one_processs_parameters(tmp_pa
         # first update, lr times the gradient's sign, would turn a rounding of a gradient near zero
         # into a difference of twice the learning rate.)
         np.testing.assert_allclose(outputs[2][name], outputs[1][name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+class WiderHead(nn.Module):
+    """SmallMLP's body with a head of another shape, under other names."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.ReLU())
+        self.head = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10))
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def test_init_from_with_reinit_takes_a_head_of_another_shape(tmp_path):
+    base = small_mlp()
+    weft.train.fit(base, steps=10, out=str(tmp_path / "base"), **QUICK)
+    weft.manual_seed(1)
+    tuned = WiderHead()
+    fresh_head = tuned.head[0].weight.numpy().copy()
+    result = weft.train.fit(tuned, steps=1, init_from=str(tmp_path / "base"), reinit="^head\\.", freeze="^body\\.",
+                            **QUICK)
+    assert result["steps"] == 1
+    np.testing.assert_array_equal(tuned.body[1].weight.numpy(), base.body[1].weight.numpy())
+    assert not np.array_equal(tuned.head[0].weight.numpy(), fresh_head)  # trained from its fresh values
+    with pytest.raises(weft.Error, match="has no 'head.0.weight'"):
+        weft.train.fit(WiderHead(), steps=1, init_from=str(tmp_path / "base"), **QUICK)

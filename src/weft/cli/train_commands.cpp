@@ -237,6 +237,10 @@ void add_train_command(CLI::App& app, ParsedTrainOptions parsed) {
   t->add_option("--freeze", o->freeze,
                 "parameters whose names match this regular expression are not trained (e.g. '^0\\.' or 'wte|wpe')")
       ->check(not_empty());
+  t->add_option("--reinit", o->reinit,
+                "with --init-from: tensors whose names match this regular expression keep a fresh initialisation "
+                "and may differ in shape from the checkpoint's (a new head: e.g. '^head\\.')")
+      ->check(not_empty());
   t->add_flag("--overwrite", o->overwrite,
               "start over in an --out that holds a run: deletes that run's checkpoint, metrics and events first");
   t->add_flag("--async-save", o->async_save,

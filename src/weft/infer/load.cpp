@@ -77,11 +77,13 @@ void load_gpt(LoadedModel& loaded, const std::string& path, const LoadOptions& o
 
 }  // namespace
 
-void check_fit(const nn::Module& model, const std::string& kind, const nn::StateDict& tensors, const std::string& file) {
+void check_fit(const nn::Module& model, const std::string& kind, const nn::StateDict& tensors, const std::string& file,
+               const std::function<bool(const std::string& name)>& left_out) {
   const nn::StateDict own = model.state_dict();
   const std::string prefix = str(file, ": the tensors do not fit a ", kind, ": ");
   auto described = [](const Tensor& t) { return str(dtype_name(t.dtype()), " ", shape_str(t.shape())); };
   for (const auto& [name, expected] : own) {
+    if (left_out && left_out(name)) continue;
     WEFT_CHECK(tensors.contains(name), FormatError, prefix, "it has no '", name, "' (the model's is ", described(expected), ")");
     const Tensor& found = tensors.at(name);
     WEFT_CHECK(found.shape() == expected.shape(), FormatError, prefix, "'", name, "' is ", shape_str(found.shape()),
@@ -91,7 +93,7 @@ void check_fit(const nn::Module& model, const std::string& kind, const nn::State
                is_floating(expected.dtype()) ? " (a floating dtype)" : "");
   }
   for (const auto& [name, found] : tensors)
-    WEFT_CHECK(own.contains(name), FormatError, prefix, "'", name, "' (", described(found), ") is not one of the model's tensors");
+    WEFT_CHECK(own.contains(name) || (left_out && left_out(name)), FormatError, prefix, "'", name, "' (", described(found), ") is not one of the model's tensors");
 }
 
 Weights load_weights(const std::string& path) {

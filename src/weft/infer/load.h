@@ -18,6 +18,7 @@
 // (not safetensors, truncated, an unknown weft.model, tensors that do not fit the architecture,
 // malformed metadata), ValueError for options that contradict the file.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,8 +46,10 @@ Weights load_weights(const std::string& path);
 // Whether `tensors`, read from `file`, are the state of `model` (a `kind`): each of its tensors and
 // nothing else, each of its shape, of a floating dtype where the model's is floating and of its
 // dtype otherwise (floating weights convert as they load). FormatError otherwise, one line naming
-// the file, the tensor, and what the model has against what the file holds.
-void check_fit(const nn::Module& model, const std::string& kind, const nn::StateDict& tensors, const std::string& file);
+// the file, the tensor, and what the model has against what the file holds. Names `left_out` says
+// true of are not checked either way (tensors a fine-tuning initialises afresh).
+void check_fit(const nn::Module& model, const std::string& kind, const nn::StateDict& tensors, const std::string& file,
+               const std::function<bool(const std::string& name)>& left_out = {});
 
 struct LoadOptions {
   // ({} initialisers so that designated initialisers may leave any of them out.)

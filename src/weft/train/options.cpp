@@ -159,7 +159,10 @@ void TrainOptions::validate() const {
     if (size) check_flag(flag, *size, {.min = 1, .max = kMaxCount});
   WEFT_CHECK(init_from.empty() || resume_dir.empty(), ValueError, "--init-from starts a new run from a checkpoint's "
              "weights and --resume continues a run: give one of them");
-  if (!freeze.empty()) FrozenNames{freeze};  // refused here, before anything is built
+  if (!freeze.empty()) NamePattern("--freeze", freeze);  // refused here, before anything is built
+  if (!reinit.empty()) NamePattern("--reinit", reinit);
+  WEFT_CHECK(reinit.empty() || !init_from.empty(), ValueError, "--reinit: chooses which of --init-from's tensors "
+             "start afresh, and no --init-from is given");
   // Resuming or starting from a checkpoint, an unset size is the checkpoint's, checked when it is read.
   if ((resume_dir.empty() && init_from.empty()) || (text.dim && text.heads)) {
     const int64_t heads = text.heads.value_or(nn::GPTConfig{}.heads), dim = text.dim.value_or(nn::GPTConfig{}.dim);
@@ -172,16 +175,16 @@ void TrainOptions::validate() const {
 
 // POSIX's regcomp rather than std::regex: GCC 12's <regex> trips -Wmaybe-uninitialized in the
 // sanitizer build, and an extended POSIX expression is what grep -E takes.
-FrozenNames::FrozenNames(const std::string& pattern) {
+NamePattern::NamePattern(const char* flag, const std::string& pattern) {
   const int error = ::regcomp(&compiled_, pattern.c_str(), REG_EXTENDED | REG_NOSUB);
   if (error != 0) {
     char why[256];
     ::regerror(error, &compiled_, why, sizeof why);
-    throw ValueError(str("--freeze: '", pattern, "' is not a regular expression (", why, ")"));
+    throw ValueError(str(flag, ": '", pattern, "' is not a regular expression (", why, ")"));
   }
 }
-FrozenNames::~FrozenNames() { ::regfree(&compiled_); }
-bool FrozenNames::matches(const std::string& name) const { return ::regexec(&compiled_, name.c_str(), 0, nullptr, 0) == 0; }
+NamePattern::~NamePattern() { ::regfree(&compiled_); }
+bool NamePattern::matches(const std::string& name) const { return ::regexec(&compiled_, name.c_str(), 0, nullptr, 0) == 0; }
 
 void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::function<bool(const std::string& flag)>& given,
                                  bool keep_layout) {
@@ -256,7 +259,7 @@ nlohmann::json TrainOptions::agreed_across_ranks() const {
           {"--bucket-mb", bucket_mb}, {"--no-overlap", !ddp_overlap}, {"--grad-accum", grad_accum},
           {"--checkpoint-activations", checkpoint_activations}, {"--auto-batch", auto_batch},
           {"--eval-every", or_null(eval_every)}, {"--out", out_dir}, {"--resume", resume_dir}, {"--async-save", async_save},
-          {"--init-from", init_from}, {"--freeze", freeze},
+          {"--init-from", init_from}, {"--freeze", freeze}, {"--reinit", reinit},
           {"--seed", seed},
           {"--dataset", image.dataset}, {"--data-dir", image.data_dir}, {"--layers", or_null(text.layers)},
           {"--heads", or_null(text.heads)}, {"--dim", or_null(text.dim)}, {"--context", or_null(text.context)},
@@ -277,7 +280,7 @@ nlohmann::json TrainOptions::to_json() const {
                       {"checkpoint_activations", checkpoint_activations}, {"auto_batch", auto_batch},
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},
                       {"threads", threads}, {"profile_trace", profile_trace}, {"init_from", init_from},
-                      {"freeze", freeze}};
+                      {"freeze", freeze}, {"reinit", reinit}};
   if (is_image_task()) {
     j["dataset"] = image.dataset;
     j["data_dir"] = infer::image_data_dir(image.dataset, image.data_dir);

@@ -50,14 +50,14 @@ struct TextOptions {
   int64_t eval_windows = 0;       // validation windows per evaluation; 0: all of them
 };
 
-// --freeze's expression, compiled: which parameter names it finds. ValueError naming the flag
-// when it is not a regular expression.
-class FrozenNames {
+// The expression of --freeze or --reinit, compiled: which parameter names it finds. ValueError
+// naming `flag` when it is not a regular expression.
+class NamePattern {
  public:
-  explicit FrozenNames(const std::string& pattern);
-  ~FrozenNames();
-  FrozenNames(const FrozenNames&) = delete;
-  FrozenNames& operator=(const FrozenNames&) = delete;
+  NamePattern(const char* flag, const std::string& pattern);
+  ~NamePattern();
+  NamePattern(const NamePattern&) = delete;
+  NamePattern& operator=(const NamePattern&) = delete;
   bool matches(const std::string& name) const;
 
  private:
@@ -127,6 +127,10 @@ struct TrainOptions {
   // A regular expression (POSIX extended, as grep -E's, found anywhere in each name): the
   // parameters it matches are not trained; they keep their values bit for bit. One process only.
   std::string freeze;
+  // With --init-from: the tensors it matches (same expressions as --freeze) keep the new model's
+  // initialisation instead of the checkpoint's values, and may differ from the checkpoint's in
+  // shape: a new head for another number of classes.
+  std::string reinit;
   // --out on a directory that holds another run is refused unless this is set, and then the old
   // run's files (checkpoints, metrics, events) are deleted first; other files there are kept.
   bool overwrite = false;

@@ -548,12 +548,31 @@ struct Run {
   // tensor by tensor against the model first (a GPT was built in the checkpoint's shape).
   std::string init_from_checkpoint() {
     const infer::Weights w = infer::load_weights(o.init_from);
-    WEFT_CHECK(w.model_name.empty() || w.model_name == model_name, ValueError, "--init-from ", o.init_from,
-               " holds a ", w.model_name, " and this run trains a ", model_name, custom ? "" : " (--model)");
-    infer::check_fit(*model, model_name, w.state, o.init_from);
+    // A model of the caller's may be another class than the checkpoint's: its tensors decide.
+    WEFT_CHECK(custom || w.model_name.empty() || w.model_name == model_name, ValueError, "--init-from ", o.init_from,
+               " holds a ", w.model_name, " and this run trains a ", model_name, " (--model)");
+    if (o.reinit.empty()) {
+      infer::check_fit(*model, model_name, w.state, o.init_from);
+      NoGradGuard no_grad;
+      model->load_state_dict(w.state);
+      return str("initialised from ", o.init_from, "\n");
+    }
+    // --reinit: the matching tensors keep their fresh values, whatever the checkpoint holds for them.
+    const NamePattern pattern("--reinit", o.reinit);
+    const auto fresh = [&pattern](const std::string& name) { return pattern.matches(name); };
+    infer::check_fit(*model, model_name, w.state, o.init_from, fresh);
+    std::vector<std::string> kept_fresh;
+    for (const auto& [name, t] : model->state_dict())
+      if (fresh(name)) kept_fresh.push_back(name);
+    WEFT_CHECK(!kept_fresh.empty(), ValueError, "--reinit '", o.reinit, "' matches none of the model's tensors (",
+               model->state_dict().begin()->first, ", ...)");
+    nn::StateDict loaded;
+    for (const auto& [name, t] : w.state)
+      if (!fresh(name)) loaded.insert(name, t);
     NoGradGuard no_grad;
-    model->load_state_dict(w.state);
-    return str("initialised from ", o.init_from, "\n");
+    model->load_state_dict(loaded, /*strict=*/false);
+    return str("initialised from ", o.init_from, ", all but ", kept_fresh.size(), " tensors (", kept_fresh.front(),
+               kept_fresh.size() > 1 ? ", ..." : "", ": initialised afresh)\n");
   }
 
   // --freeze: the matching parameters take no gradient, so no optimizer moves them. Data
@@ -561,7 +580,7 @@ struct Run {
   std::string freeze_parameters() {
     WEFT_CHECK(!distributed, ValueError, "--freeze trains in one process only: under mpirun every rank waits for "
                "the gradients of every parameter");
-    const FrozenNames pattern(o.freeze);
+    const NamePattern pattern("--freeze", o.freeze);
     std::vector<std::string> frozen;
     for (auto& [name, p] : model->named_parameters())
       if (pattern.matches(name)) {
