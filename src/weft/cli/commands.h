@@ -18,6 +18,7 @@ void add_serve_command(CLI::App& app, std::function<void()>& run);      // serve
 void add_estimate_command(CLI::App& app, std::function<void()>& run);   // estimate time, cost, comm, --calibrate
 void add_smi_command(CLI::App& app, std::function<void()>& run);        // smi
 void add_board_command(CLI::App& app, std::function<void()>& run);      // board
+void add_gpt2_commands(CLI::App& app, std::function<void()>& run);      // import gpt2, export gpt2
 
 // The image data flags of train, eval and quantize (infer::image_data_dir, data/paths.h).
 inline constexpr const char* kDataDirHelp =
