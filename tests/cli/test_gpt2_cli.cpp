@@ -70,7 +70,8 @@ TEST_F(Gpt2Cli, ImportsACheckpointThatGeneratesTrainsAndExportsBack) {
   for (const char* name : {"latest", "model.safetensors", "vocab.json", "merges.txt"})
     EXPECT_TRUE(fs::exists(out() + "/" + name)) << name;
 
-  Outcome generated = weft_cli("generate --checkpoint " + out() + " --prompt 'the cat' --max-tokens 6 --threads 1 --json");
+  Outcome generated =
+      weft_cli("generate --checkpoint " + out() + " --prompt 'the cat' --max-tokens 6 --threads 1 --json");
   ASSERT_EQ(generated.status, 0) << generated.output;
   const nlohmann::json result = last_line_json(generated.output);
   EXPECT_EQ(result["prompt_tokens"], 5);  // "the" merges to one token; " cat" is its four bytes
@@ -82,6 +83,14 @@ TEST_F(Gpt2Cli, ImportsACheckpointThatGeneratesTrainsAndExportsBack) {
                              " --steps 1 --batch-size 2 --threads 1 --val-fraction 0 --out " + dir_.file("run"));
   ASSERT_EQ(trained.status, 0) << trained.output;
   EXPECT_TRUE(fs::exists(dir_.file("run/vocab.json")));
+
+  // Text tokenized with the same files into shards trains without naming the tokenizer again.
+  Outcome encoded = weft_cli("tokenize encode " + dir_.file("text.txt") + " --tokenizer " + hf() + " --val-fraction 0 "
+                             "--out " + dir_.file("shards"));
+  ASSERT_EQ(encoded.status, 0) << encoded.output;
+  Outcome from_shards = weft_cli("train --model gpt --init-from " + out() + " --data " + dir_.file("shards") +
+                                 " --steps 1 --batch-size 2 --threads 1");
+  ASSERT_EQ(from_shards.status, 0) << from_shards.output;
 
   Outcome exported = weft_cli("export gpt2 " + out() + " --out " + dir_.file("exported"));
   ASSERT_EQ(exported.status, 0) << exported.output;
@@ -116,7 +125,8 @@ TEST_F(Gpt2Cli, RefusesAMissingOrMistypedConfig) {
 TEST_F(Gpt2Cli, RefusesWhatWeftsGptCannotRepresent) {
   const nlohmann::json config = nlohmann::json::parse(read_file(hf() + "/config.json"));
   for (const auto& [key, value, says] :
-       {std::tuple<std::string, nlohmann::json, std::string>{"activation_function", "relu", "\"relu\", not GELU's tanh form (gelu_new)"},
+       {std::tuple<std::string, nlohmann::json, std::string>{"activation_function", "relu",
+                                                             "\"relu\", not GELU's tanh form (gelu_new)"},
         {"layer_norm_epsilon", 1e-6, "\"layer_norm_epsilon\" is 1e-06, not GPT-2's 1e-05"},
         {"n_inner", 17, "\"n_inner\" is 17, not 4 * n_embd (64)"},
         {"scale_attn_by_inverse_layer_idx", true, "attention scaled by its layer too)"},

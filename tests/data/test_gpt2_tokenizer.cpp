@@ -150,8 +150,8 @@ TEST(Gpt2Tokenizer, RefusesMalformedFilesNamingTheFault) {
 
   const std::string good = merges_txt();
   EXPECT_TRUE(contains(refusal(vocab_json(), good + "h e r\n"), "M.txt: line 11: expected two tokens"));
-  EXPECT_TRUE(contains(refusal(vocab_json(), "#version: 0.2\nh e\n\na a\n"), "line 3: expected two tokens and one space "
-                                                                           "between them (\"Ġ t\"), found an empty line"));
+  EXPECT_TRUE(contains(refusal(vocab_json(), "#version: 0.2\nh e\n\na a\n"),
+                       "line 3: expected two tokens and one space between them (\"Ġ t\"), found an empty line"));
   EXPECT_TRUE(contains(refusal(vocab_json(), "h\n"), "line 1: expected two tokens"));
   EXPECT_TRUE(contains(refusal(vocab_json(), "a b\n"), "line 1: \"ab\" is not in the vocabulary"));
   EXPECT_TRUE(contains(refusal(vocab_json(), good + "h e\n"), "line 11: the merge \"h e\" is there already"));

@@ -288,8 +288,8 @@ Gpt2Tokenizer::Gpt2Tokenizer(std::string_view vocab_json, std::string_view merge
                ": the id of token ", io::json_excerpt(nlohmann::json(text)), " is ", io::json_excerpt(id),
                "; expected the ids 0 .. ", n - 1, ", one per token");
     const auto index = static_cast<size_t>(id.get<int64_t>());
-    WEFT_CHECK(!seen[index], FormatError, vocab_source, ": id ", index, " is given to two tokens; expected the ids 0 .. ",
-               n - 1, ", one per token");
+    WEFT_CHECK(!seen[index], FormatError, vocab_source, ": id ", index,
+               " is given to two tokens; expected the ids 0 .. ", n - 1, ", one per token");
     seen[index] = true;
     std::optional<std::string> bytes = token_bytes(text);
     WEFT_CHECK(bytes.has_value() && !bytes->empty(), FormatError, vocab_source, ": token ",
@@ -333,7 +333,8 @@ Gpt2Tokenizer::Gpt2Tokenizer(std::string_view vocab_json, std::string_view merge
 
   vocab_json_ = "{\n";
   for (size_t id = 0; id < tokens_.size(); ++id)
-    vocab_json_ += str("  ", nlohmann::json(token_text(tokens_[id])).dump(), ": ", id, id + 1 < tokens_.size() ? ",\n" : "\n");
+    vocab_json_ +=
+        str("  ", nlohmann::json(token_text(tokens_[id])).dump(), ": ", id, id + 1 < tokens_.size() ? ",\n" : "\n");
   vocab_json_ += "}\n";
   identity_ = "gpt2-bpe:" + fnv1a_hex(vocab_json_ + merges_txt_);
 }
@@ -390,7 +391,8 @@ std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text) const {
   size_t run = 0;
   auto flush = [&](size_t end) {
     const std::string_view valid = text.substr(run, end - run);
-    piece_pattern().split(valid, [&](size_t begin, size_t stop) { encode_piece(valid.substr(begin, stop - begin), ids); });
+    piece_pattern().split(valid,
+                          [&](size_t begin, size_t stop) { encode_piece(valid.substr(begin, stop - begin), ids); });
   };
   for (size_t i = 0; i < text.size();) {
     const size_t n = utf8_length(text, i);
@@ -500,7 +502,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   if (io::is_directory(spec)) return std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load(spec));
   std::error_code error;
   WEFT_CHECK(std::filesystem::symlink_status(spec, error).type() != std::filesystem::file_type::not_found, IOError,
-             "expected a tokenizer: 'byte', a SentencePiece model file or a directory of GPT-2's vocab.json and merges.txt, found no file '", spec,
+             "expected a tokenizer: 'byte', a SentencePiece model file or a directory of GPT-2's vocab.json and "
+             "merges.txt, found no file '", spec,
              "' (weft tokenize train --out FILE writes one)");
   return std::make_unique<SentencePieceTokenizer>(SentencePieceTokenizer::load(spec));
 }

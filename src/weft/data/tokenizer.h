@@ -5,9 +5,9 @@
 // many documents' ids back to back decodes to the documents back to back.
 //
 // identity() names the tokenizer exactly ("byte"; "sentencepiece:" and a 64-bit FNV-1a hash of
-// the model file in hex; "gpt2-bpe:" and the same hash of the vocabulary and merges): token shards and checkpoints record it, and whatever reads them
-// compares it with the tokenizer it was given, because ids from one vocabulary are noise in
-// another.
+// the model file in hex; "gpt2-bpe:" and the same hash of the vocabulary and merges): token
+// shards and checkpoints record it, and whatever reads them compares it with the tokenizer it was
+// given, because ids from one vocabulary are noise in another.
 //
 // ByteTokenizer: ids 0..255 are the text's bytes; no file, nothing to train. decode returns the
 // bytes as they are, so a window that cuts a multi-byte character decodes to a string that is

@@ -90,7 +90,8 @@ void check_representable(const nlohmann::json& c, const nn::GPTConfig& config, c
     if (!present(key)) return;
     WEFT_CHECK(c[key].is_boolean(), FormatError, where, ": \"", key, "\" must be true or false, found ",
                io::json_excerpt(c[key]));
-    if (c[key].get<bool>() != weft_value) refuse(str("\"", key, "\" is ", c[key].get<bool>() ? "true" : "false", " (", meaning, ")"));
+    if (c[key].get<bool>() != weft_value)
+      refuse(str("\"", key, "\" is ", c[key].get<bool>() ? "true" : "false", " (", meaning, ")"));
   };
   flag("scale_attn_weights", true, "attention scores not scaled by 1 / sqrt(head dim)");
   flag("scale_attn_by_inverse_layer_idx", false, "attention scaled by its layer too");
