@@ -54,6 +54,17 @@ TEST(Gpt2Tokenizer, MergesTheLowestRankedPairFirst) {
   EXPECT_EQ(t.encode(""), Ids{});
 }
 
+TEST(Gpt2Tokenizer, MergesEveryOccurrenceOfTheBestPairBeforeAnyPairThoseMergesMake) {
+  // A table no BPE trainer writes (a merge ranked before the one making its left token), where
+  // the order matters: in "abab", encoder.py merges both "a b" (rank 1, the best pair there), and
+  // then "ab ab" has no rank. Taking "ab a" (rank 0) as soon as the first merge makes it would
+  // give "aba" + "b".
+  const testing::Merges merges = {{"ab", "a"}, {"a", "b"}};  // 256 "aba", 257 "ab"
+  const data::Gpt2Tokenizer t(testing::vocab_json(merges), testing::merges_txt(merges), "v", "m");
+  EXPECT_EQ(t.encode("abab"), (Ids{257, 257}));
+  EXPECT_EQ(t.encode("aba"), (Ids{256}));  // "a b", then "ab a"
+}
+
 TEST(Gpt2Tokenizer, SplitsTextIntoGpt2sPiecesBeforeMerging) {
   const data::Gpt2Tokenizer t = tokenizer();
   EXPECT_EQ(t.encode("the other"), (Ids{'t', 256, ' ', 'o', 't', 256, 'r'}));  // "the", " other"

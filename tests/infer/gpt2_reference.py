@@ -16,7 +16,8 @@ checks weft against what it writes:
       "tokens" (i64 [T]: ENCODED_TEXT as the encoder below encodes it) and "logits" (f64 [T, 300]:
       the model's logits for them, computed in float64 from the float32 weights)
   OUT/encodings.json
-      [{"text": ..., "ids": [...]}, ...]: TEXTS as the encoder below encodes them
+      [{"text": ..., "ids": [...]}, ...]: TEXTS and 20 random strings of the corpus's characters
+      (runs that the merges overlap in) as the encoder below encodes them
 
 The model is written here from GPT-2's definition (Hugging Face's modeling_gpt2.py: Conv1D
 projections, pre-LN blocks, attention scaled by 1/sqrt(head dim) under a causal mask, GELU's tanh
@@ -27,6 +28,7 @@ rank). The safetensors file is written by hand: the `safetensors` package is not
 import json
 import math
 import os
+import random
 import struct
 import sys
 
@@ -211,6 +213,7 @@ def main():
     hf = os.path.join(out, "hf")
     os.makedirs(hf, exist_ok=True)
     torch.manual_seed(1234)
+    random.seed(1234)
 
     merges = learn_merges(CORPUS, MERGES)
     tokens = sorted(BYTE_ENCODER.values())  # GPT-2's order: by written form ("!" is 0), not by byte
@@ -253,8 +256,10 @@ def main():
         logits = model(torch.tensor(ids))
     write_safetensors(os.path.join(out, "reference.safetensors"),
                       [("tokens", torch.tensor(ids)), ("logits", logits)], {})
+    alphabet = sorted(set(CORPUS)) + ["é", "  ", "'s"]
+    texts = TEXTS + ["".join(random.choice(alphabet) for _ in range(300)) for _ in range(20)]
     with open(os.path.join(out, "encodings.json"), "w", encoding="utf-8") as f:
-        json.dump([{"text": t, "ids": encode(t, encoder, ranks)} for t in TEXTS], f, ensure_ascii=False)
+        json.dump([{"text": t, "ids": encode(t, encoder, ranks)} for t in texts], f, ensure_ascii=False)
 
 
 if __name__ == "__main__":
