@@ -2,7 +2,7 @@
 // (Debian's python3-torch and python3-regex) writes a tiny randomly initialised GPT-2 as
 // GPT2LMHeadModel saves one, its logits for a token sequence (computed in float64 by a GPT-2
 // written from Hugging Face's definition), and OpenAI's encoder.py's ids for tricky texts. weft
-// imports the directory into a checkpoint and loads it as weft eval and generate do.
+// imports the directory into a checkpoint and loads it as weft generate and serve do.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -21,7 +21,7 @@
 // A weft checkpoint of a GPT-2 is what `weft train --model gpt --out DIR` writes for a GPT
 // (infer/metadata.h): DIR/latest -> step-00000000 with model.safetensors (weft.model gpt,
 // weft.gpt, weft.tokenizer gpt2-bpe:...) and the tokenizer's vocab.json and merges.txt beside it,
-// which weft eval, generate, serve and train --init-from read. It holds no optimizer or trainer
+// which weft generate, serve, info and train --init-from read. It holds no optimizer or trainer
 // state: it starts runs, it does not resume one.
 //
 // Weights keep their dtype where weft runs it (f32, bf16); f16 and f64 become f32. Reading checks
