@@ -90,8 +90,9 @@ TEST_F(BadFilesCli, PathsThatAreNoRegularFileAreRefusedAtOnce) {
     expect_refused(command + fifo, fifo + ": expected a regular file, found a FIFO");
     expect_refused(command + "/dev/zero", "/dev/zero: expected a regular file, found a character device");
   }
+  // A directory is GPT-2's tokenizer, its vocab.json and merges.txt.
   expect_refused("tokenize encode " + text() + " --out " + path("enc") + " --tokenizer " + dir_.path(),
-                 dir_.path() + ": expected a regular file, found a directory");
+                 dir_.path() + "/vocab.json is missing");
   expect_refused("tokenize encode " + text() + " --out " + path("enc") + " --tokenizer " + loop, loop);
   EXPECT_FALSE(fs::exists(path("out/latest")));  // (train makes --out and locks it before reading its inputs)
   EXPECT_FALSE(fs::exists(path("q")));

@@ -26,7 +26,8 @@ void expect_line(const std::string& args, const std::string& line) {
 TEST(Vocabulary, UnknownCommandSuggestsTheClosest) {
   expect_line("trian", "unknown command 'trian'; did you mean 'train'? (see weft --help)");
   expect_line("ckpt consolidat x", "unknown command 'ckpt consolidat'; did you mean 'ckpt consolidate'? (see weft ckpt --help)");
-  expect_line("export", "unknown command 'export' (see weft --help)");
+  expect_line("upload", "unknown command 'upload' (see weft --help)");
+  expect_line("export", "a command is needed after 'weft export': gpt2 (see weft export --help)");
   expect_line("bench", "a command is needed after 'weft bench': comm, hierarchy (see weft bench --help)");
 }
 

@@ -121,7 +121,8 @@ TEST(SentencePieceTokenizer, RejectsAFileThatIsNoModelAndVocabulariesItCannotTra
   EXPECT_TRUE(contains(message, "not.model': expected a SentencePiece model")) << message;
   EXPECT_THROW(SentencePieceTokenizer::load(dir.file("missing.model")), IOError);
   message = message_of<IOError>([&] { load_tokenizer("bytes"); });
-  EXPECT_TRUE(contains(message, "expected a tokenizer: 'byte' or a SentencePiece model file, found no file 'bytes'"))
+  EXPECT_TRUE(contains(message, "expected a tokenizer: 'byte', a SentencePiece model file or a directory of GPT-2's "
+                                "vocab.json and merges.txt, found no file 'bytes'"))
       << message;
   // The byte-fallback pieces alone take 256 entries.
   message = message_of<ValueError>([] { train_sentencepiece(training_documents(), {"bpe", 100}); });
@@ -178,8 +179,9 @@ TEST(SentencePieceTokenizer, RefusesModelFilesThatAreNotRegularFilesOrAreCut) {
   write_text(dir.file("cut.model"), small_bpe().serialized_model().substr(0, 1000));
   std::string message = message_of<FormatError>([&] { SentencePieceTokenizer::load(dir.file("cut.model")); });
   EXPECT_TRUE(contains(message, "cut.model': expected a SentencePiece model")) << message;
+  // A directory is GPT-2's tokenizer (data::Gpt2Tokenizer), and this one lacks its files.
   message = message_of<IOError>([&] { load_tokenizer(dir.path()); });
-  EXPECT_TRUE(contains(message, "expected a regular file, found a directory")) << message;
+  EXPECT_TRUE(contains(message, "vocab.json is missing")) << message;
   message = message_of<IOError>([&] { load_tokenizer("/dev/zero"); });
   EXPECT_TRUE(contains(message, "expected a regular file, found a character device")) << message;
   std::filesystem::create_symlink("loop", dir.file("loop"));

@@ -22,6 +22,7 @@ void add_serve_command(CLI::App& app, std::function<void()>& run);      // serve
 void add_estimate_command(CLI::App& app, std::function<void()>& run);   // estimate time, cost, comm, --calibrate
 void add_smi_command(CLI::App& app, std::function<void()>& run);        // smi
 void add_board_command(CLI::App& app, std::function<void()>& run);      // board
+void add_gpt2_commands(CLI::App& app, std::function<void()>& run);      // import gpt2, export gpt2
 
 // `weft train ARGS`' options, read and checked as the command reads them (a flag that does not
 // exist or a value it cannot take → ValueError with the command's message), for a front end that

@@ -73,7 +73,8 @@ void add_generate_command(CLI::App& app, std::function<void()>& run) {
   number_flag(g, "--top-k", f->options.top_k, "sample among the K most likely tokens (0: all)", {.min = 0});
   number_flag(g, "--seed", f->options.seed, "the same seed gives the same text");
   g->add_option("--tokenizer", f->tokenizer,
-                "byte or a SentencePiece model; must be the checkpoint's (default: the one saved with it)")
+                "byte, a SentencePiece model or a directory of GPT-2's vocab.json and merges.txt; must be the "
+                "checkpoint's (default: the one saved with it)")
       ->check(not_empty());
   number_flag(g, "--threads", f->threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   g->add_flag("--json", f->json, "print the result as one JSON object on the last line");

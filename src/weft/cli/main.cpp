@@ -268,6 +268,7 @@ int main(int argc, char** argv) {
   weft::cli::add_estimate_command(app, run);
   weft::cli::add_smi_command(app, run);
   weft::cli::add_board_command(app, run);
+  weft::cli::add_gpt2_commands(app, run);
   add_help_and_version(app, run);
   const int status = run_command(app, run, argc, argv);
   if (status != 0) weft::dist::exit_if_stuck_after_error(status, kStuckRankGraceSeconds);

@@ -147,7 +147,8 @@ void add_tokenize_commands(CLI::App& app, std::function<void()>& run) {
   CLI::App* e =
       tokenize->add_subcommand("encode", "tokenize text into OUT/train.bin and OUT/val.bin (and OUT/tokenizer.model)");
   e->add_option("text", *paths, text_help);
-  e->add_option("--tokenizer", *tokenizer, "byte | a SentencePiece .model file")->capture_default_str()->check(not_empty());
+  e->add_option("--tokenizer", *tokenizer, "byte | a SentencePiece .model file | a directory of GPT-2's "
+                "vocab.json and merges.txt")->capture_default_str()->check(not_empty());
   number_flag(e, "--val-fraction", *val_fraction, "share of the documents for validation, spread evenly (too few "
               "documents: the last share of the tokens); 0: an empty val.bin",
               {.min = 0, .max = 0.99});

@@ -280,7 +280,8 @@ void add_train_command(CLI::App& app, ParsedTrainOptions parsed) {
       number_flag(t, "--context", text.context, str("GPT: tokens per window (default ", nn::GPTConfig{}.context, ")")),
       number_flag(t, "--vocab", text.vocab, "GPT: vocabulary size (default: the tokenizer's)"),
       number_flag(t, "--dropout", text.dropout, "GPT: dropout probability"),
-      t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)")
+      t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default), a SentencePiece model (weft tokenize "
+                    "train) or a directory of GPT-2's vocab.json and merges.txt")
           ->check(not_empty()),
       t->add_option("--data", text.data, "GPT: text files, directories of *.txt files (default: the fortunes), token "
                     "shards of weft tokenize encode (their directory or .bin files), or random"),

@@ -4,7 +4,8 @@
 //   f32 or bf16 classifier        `weft train --model mlp|cnn --out DIR` (bf16: the same model after
 //                                 Module::to(bf16), saved with its metadata)
 //   int8 or int4 classifier       `weft quantize` (quant/checkpoint.h)
-//   GPT with its tokenizer        `weft train --model gpt --out DIR` (DIR/tokenizer.model for SentencePiece)
+//   GPT with its tokenizer        `weft train --model gpt --out DIR` (DIR/tokenizer.model for SentencePiece),
+//                                 `weft import gpt2` (DIR/vocab.json and DIR/merges.txt: GPT-2's BPE)
 //
 // `path` is a checkpoint directory (its model.safetensors) or a .safetensors file; the metadata
 // keys are those of infer/metadata.h. Invariants of a LoadedModel: the model is in eval mode and
@@ -13,7 +14,7 @@
 // a classifier's input is `dtype` [N, *input_shape] normalised with `normalization`
 // (classifier_input makes it from raw pixels); a GPT's input is i64 token ids [B, T] with
 // T <= input_shape[0], and `tokenizer` is the one it was trained with. Loading either returns all
-// of this or throws: IOError for a file that cannot be read (a GPT's missing tokenizer.model
+// of this or throws: IOError for a file that cannot be read (a GPT's missing tokenizer files
 // included), FormatError for a file that is not a weft checkpoint of the kind it claims
 // (not safetensors, truncated, an unknown weft.model, tensors that do not fit the architecture,
 // malformed metadata), ValueError for options that contradict the file.

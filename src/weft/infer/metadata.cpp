@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 constexpr const char* kDatasetKey = "weft.dataset";
 constexpr const char* kNormalizationKey = "weft.normalization";
 constexpr const char* kClassDistributionKey = "weft.class_distribution";
+constexpr std::string_view kGpt2Identity = "gpt2-bpe:";
 
 void check_normalization(const data::Normalization& n, const std::string& what) {
   WEFT_CHECK(!n.mean.empty() && n.mean.size() == n.std.size(), ValueError, what,
@@ -211,6 +212,14 @@ std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std:
     tokenizer = data::load_tokenizer(spec);
   } else if (saved.tokenizer == "byte") {
     tokenizer = std::make_unique<data::ByteTokenizer>();
+  } else if (saved.tokenizer.starts_with(kGpt2Identity)) {
+    const fs::path vocab = fs::path(saved.dir) / data::Gpt2Tokenizer::kVocabFile;
+    const fs::path merges = fs::path(saved.dir) / data::Gpt2Tokenizer::kMergesFile;
+    std::error_code error;
+    WEFT_CHECK(fs::exists(vocab, error) && fs::exists(merges, error), IOError, "the model in ", saved.dir,
+               " was trained with tokenizer ", saved.tokenizer, ", and ", fs::exists(vocab, error) ? merges : vocab,
+               " is missing; pass the directory of that tokenizer's vocab.json and merges.txt with --tokenizer");
+    tokenizer = std::make_unique<data::Gpt2Tokenizer>(data::Gpt2Tokenizer::load(saved.dir));
   } else {
     const std::string path = tokenizer_file(saved.dir);
     std::error_code error;
@@ -226,10 +235,17 @@ std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std:
 }
 
 void save_tokenizer(const data::Tokenizer& tokenizer, const std::string& dir) {
+  auto write = [](const std::string& path, const std::string& bytes) {
+    io::write_file_atomic(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
+  };
+  if (auto* gpt2 = dynamic_cast<const data::Gpt2Tokenizer*>(&tokenizer)) {
+    write((fs::path(dir) / data::Gpt2Tokenizer::kVocabFile).string(), gpt2->vocab_json());
+    write((fs::path(dir) / data::Gpt2Tokenizer::kMergesFile).string(), gpt2->merges_txt());
+    return;
+  }
   auto* sentencepiece = dynamic_cast<const data::SentencePieceTokenizer*>(&tokenizer);
   if (!sentencepiece) return;
-  const std::string& bytes = sentencepiece->serialized_model();
-  io::write_file_atomic(tokenizer_file(dir), [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
+  write(tokenizer_file(dir), sentencepiece->serialized_model());
 }
 
 }  // namespace weft::infer

@@ -12,6 +12,7 @@
 //   weft.gpt            GPTs: {"layers", "heads", "dim", "context", "vocab", "dropout"}
 //   weft.tokenizer      GPTs: the tokenizer's identity (data/tokenizer.h)
 //   DIR/tokenizer.model GPTs trained with SentencePiece: the tokenizer itself, beside the weights
+//   DIR/vocab.json, DIR/merges.txt  GPTs with GPT-2's byte-level BPE (weft import gpt2): the same
 //
 // Quantized classifiers (quant/checkpoint.h) add their own keys and carry weft.dataset and
 // weft.normalization over from the checkpoint they were made from. Checkpoints written before
@@ -75,14 +76,15 @@ Metadata gpt_metadata(const nn::GPTConfig& config, const data::Tokenizer& tokeni
 struct SavedGPT {
   nn::GPTConfig config;
   std::string tokenizer;  // identity
-  std::string dir;        // where tokenizer.model sits: the directory the weights were read from
+  std::string dir;        // where the tokenizer's files sit: the directory the weights were read from
 };
 SavedGPT read_saved_gpt(const std::string& path);
-// The tokenizer `spec` names ("byte" or a SentencePiece file), or for "" the checkpoint's own
-// (byte, or DIR/tokenizer.model: IOError when that file is missing). Either way it must be the
-// one the model was trained with: ValueError naming both otherwise.
+// The tokenizer `spec` names (data::load_tokenizer's), or for "" the checkpoint's own (byte,
+// DIR/tokenizer.model, or DIR/vocab.json and DIR/merges.txt: IOError when a file is missing).
+// Either way it must be the one the model was trained with: ValueError naming both otherwise.
 std::unique_ptr<data::Tokenizer> tokenizer_for(const SavedGPT& saved, const std::string& spec);
-// Writes DIR/tokenizer.model for a SentencePiece tokenizer (atomically); nothing for bytes.
+// Writes DIR/tokenizer.model for a SentencePiece tokenizer, DIR/vocab.json and DIR/merges.txt for
+// GPT-2's (each atomically); nothing for bytes.
 void save_tokenizer(const data::Tokenizer& tokenizer, const std::string& dir);
 
 }  // namespace weft::infer

@@ -226,7 +226,8 @@ std::vector<std::string> run_files(const std::string& dir, bool remove) {
   // What weft train writes into --out: the checkpoint directory's entries (io/checkpoint_dir.h),
   // the files of checkpoints older than step directories, the metrics and TensorBoard's events.
   static const std::set<std::string> names = {"latest", "model.safetensors", "optimizer.safetensors", "trainer.json",
-                                              "tokenizer.model", "shards.json", "metrics.jsonl"};
+                                              "tokenizer.model", "vocab.json", "merges.txt", "shards.json",
+                                              "metrics.jsonl"};
   std::vector<std::string> found;
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {

@@ -11,7 +11,7 @@
 //                               names ("wte.weight.exp_avg", "wte.weight.step", ...; a tied
 //                               parameter once, under its first name)
 //     trainer.json              epoch, step, RNG state, the run's options, fp16's loss-scaler state
-//     ...                       the task's own files (a GPT's tokenizer.model)
+//     ...                       the task's own files (a GPT's tokenizer: tokenizer.model, or vocab.json and merges.txt)
 //   DIR/model.safetensors, ...  -> latest/model.safetensors, ...: the current checkpoint's files
 //
 // Loading reads the step directory DIR/latest points to, or the files directly in DIR of a

@@ -118,10 +118,12 @@ ShardInput read_shards(const std::vector<std::string>& paths) {
   return input;
 }
 
-// The tokenizer that made the shards, when no --tokenizer names it: bytes, or the tokenizer.model
-// weft tokenize encode writes beside them.
+// The tokenizer that made the shards, when no --tokenizer names it: bytes, or the files weft
+// tokenize encode writes beside them (tokenizer.model; GPT-2's vocab.json and merges.txt).
 std::unique_ptr<data::Tokenizer> shard_tokenizer(const data::TokenShard& shard) {
   if (shard.tokenizer == "byte") return data::load_tokenizer("byte");
+  if (shard.tokenizer.starts_with("gpt2-bpe:"))
+    return data::load_tokenizer(fs::path(shard.path).parent_path().string());
   const std::string model = (fs::path(shard.path).parent_path() / "tokenizer.model").string();
   WEFT_CHECK(fs::exists(model), IOError, "'", shard.path, "' was made by tokenizer ", shard.tokenizer,
              ", and no tokenizer.model sits beside it: pass that tokenizer's model file with --tokenizer");
