@@ -104,8 +104,9 @@ struct ClassifierData {
 };
 
 ClassifierData builtin_data(const ImageOptions& o) {
+  auto train = std::make_shared<data::ImageDataset>(load_image_dataset(o.dataset, o.data_dir, true));
   auto test = std::make_shared<data::ImageDataset>(load_image_dataset(o.dataset, o.data_dir, false));
-  return {.train = std::make_shared<data::ImageDataset>(load_image_dataset(o.dataset, o.data_dir, true)),
+  return {.train = train,
           .test = test,
           .test_labels = test->labels(),
           .shape = {},
