@@ -1,6 +1,9 @@
 // weft train --data on a user's own data, as a user runs it: a folder of images or a CSV table,
 // trained, evaluated and loaded from the checkpoint alone; and each bad input's one-line refusal.
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -73,6 +76,51 @@ TEST(OwnDataCli, MlpLearnsAnImageFolderAndItsCheckpointStandsAlone) {
   EXPECT_GT(l[1], std::max(l[0], l[2]));
 }
 
+TEST(OwnDataCli, ServeRebuildsAnImageFolderModelFromItsCheckpoint) {
+  TempDir dir;
+  write_three_class_folder(dir.file("shapes"), 30);
+  ASSERT_EQ(weft_cli("train --model mlp --data " + dir.file("shapes") + " --steps 20 --threads 2 --out " + dir.file("run")).status, 0);
+  fs::remove_all(dir.file("shapes"));
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    const std::string command = std::string("exec ") + WEFT_CLI_PATH + " serve --checkpoint " + dir.file("run") +
+                                " --port 0 --threads 1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  FILE* out = fdopen(fds[0], "r");
+  char line[1024];
+  int port = 0;
+  if (fgets(line, sizeof line, out) != nullptr) {
+    const std::string text = line;
+    const size_t colon = text.find(':', text.find("127.0.0.1"));
+    if (colon != std::string::npos) port = std::stoi(text.substr(colon + 1));
+  }
+  ASSERT_GT(port, 0) << line;
+  std::string pixels;
+  for (int y = 0; y < 12; ++y)
+    for (int x = 0; x < 12; ++x) pixels += str(y + x ? "," : "", y < 6 ? 210 : 20);  // bright on the top
+  int answer = 0;
+  std::string body;
+  {  // closed before SIGTERM, so that the server has no idle connection to wait for
+    httplib::Client client("127.0.0.1", port);
+    const httplib::Result r = client.Post("/v1/predict", "{\"inputs\": [[" + pixels + "]]}", "application/json");
+    answer = r ? r->status : -1;
+    body = r ? r->body : "";
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  fclose(out);
+  ASSERT_EQ(answer, 200) << body;
+  EXPECT_EQ(nlohmann::json::parse(body)["predictions"][0]["top_k"][0]["name"], "top") << body;
+}
+
 TEST(OwnDataCli, CnnTakesTrainAndTestFoldersAtTheSizeAndChannelsAsked) {
   TempDir dir;
   write_three_class_folder(dir.file("data/train"), 10);
@@ -118,6 +166,9 @@ TEST(OwnDataCli, MlpLearnsACsvTable) {
   const std::vector<float> bee = (*loaded.model)(infer::table_input(loaded, Tensor::from_vector<float>({130, 3}, {2})))
                                      .to_vector<float>();
   EXPECT_GT(bee[1], std::max(bee[0], bee[2]));
+
+  expect_usage_error(weft_cli("serve --checkpoint " + dir.file("run")),
+                     dir.file("run") + " holds a classifier of CSV rows; weft serve serves image classifiers and GPTs");
 
   // Resuming reads the same table with the run's own options.
   const Outcome resumed = weft_cli("train --resume " + dir.file("run") + " --steps 25 --threads 2");
