@@ -45,12 +45,12 @@ TEST(OwnDataCli, MlpLearnsAnImageFolderAndItsCheckpointStandsAlone) {
   TempDir dir;
   write_three_class_folder(dir.file("shapes"), 30);
   const auto start = std::chrono::steady_clock::now();
-  const Outcome trained = weft_cli("train --model mlp --data " + dir.file("shapes") + " --steps 20 --threads 2 --out " +
+  const Outcome trained = weft_cli("train --model mlp --data " + dir.file("shapes") + " --steps 20 --eval-every 0 --threads 2 --out " +
                                    dir.file("run") + " --json");
   ASSERT_EQ(trained.status, 0) << trained.output;
   const double train_s = seconds_since(start);
   EXPECT_TRUE(contains(trained.output, "data: " + dir.file("shapes") + ": 3 classes (dark, left, top), 81 training "
-                                       "images 1x12x12, 9, 10% of each class held out by --seed")) << trained.output;
+                                       "images 1x12x12, 9 held out (10% of each class, drawn by --seed)")) << trained.output;
   EXPECT_TRUE(contains(trained.output, "eval --checkpoint " + dir.file("run") + " --data " + dir.file("shapes")));
   const double accuracy = last_line_json(trained.output)["test_accuracy"].get<double>();
   EXPECT_GE(accuracy, 0.99) << trained.output;
@@ -79,7 +79,7 @@ TEST(OwnDataCli, MlpLearnsAnImageFolderAndItsCheckpointStandsAlone) {
 TEST(OwnDataCli, ServeRebuildsAnImageFolderModelFromItsCheckpoint) {
   TempDir dir;
   write_three_class_folder(dir.file("shapes"), 30);
-  ASSERT_EQ(weft_cli("train --model mlp --data " + dir.file("shapes") + " --steps 20 --threads 2 --out " + dir.file("run")).status, 0);
+  ASSERT_EQ(weft_cli("train --model mlp --data " + dir.file("shapes") + " --steps 20 --eval-every 0 --threads 2 --out " + dir.file("run")).status, 0);
   fs::remove_all(dir.file("shapes"));
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
@@ -128,7 +128,7 @@ TEST(OwnDataCli, CnnTakesTrainAndTestFoldersAtTheSizeAndChannelsAsked) {
   const Outcome trained = weft_cli("train --model cnn --data " + dir.file("data") + " --image-size 16x14 --channels 3 "
                                    "--normalize 0.5,0.5,0.5,0.25,0.25,0.25 --steps 3 --threads 2 --out " + dir.file("run"));
   ASSERT_EQ(trained.status, 0) << trained.output;
-  EXPECT_TRUE(contains(trained.output, "30 training images 3x16x14, 6 in " + dir.file("data/test"))) << trained.output;
+  EXPECT_TRUE(contains(trained.output, "30 training images 3x16x14, 6 held out in " + dir.file("data/test"))) << trained.output;
   EXPECT_TRUE(contains(trained.output, "normalisation: mean [0.5, 0.5, 0.5], std [0.25, 0.25, 0.25] (--normalize)"));
   const infer::LoadedModel loaded = infer::load_model(dir.file("run"));
   EXPECT_EQ(loaded.input_shape, (Shape{3, 16, 14}));
@@ -142,12 +142,12 @@ TEST(OwnDataCli, MlpLearnsACsvTable) {
   TempDir dir;
   write_three_class_table(dir.file("animals.csv"), 300);
   const auto start = std::chrono::steady_clock::now();
-  const Outcome trained = weft_cli("train --model mlp --data " + dir.file("animals.csv") + " --steps 20 --threads 2 --out " +
+  const Outcome trained = weft_cli("train --model mlp --data " + dir.file("animals.csv") + " --steps 20 --eval-every 0 --threads 2 --out " +
                                    dir.file("run") + " --json");
   ASSERT_EQ(trained.status, 0) << trained.output;
   const double train_s = seconds_since(start);
   EXPECT_TRUE(contains(trained.output, "3 classes of 'species' (ant, bee, moth), 2 features (length, weight), 270 "
-                                       "training rows, 30 held out")) << trained.output;
+                                       "training rows, 30 held out (10% of each class, drawn by --seed)")) << trained.output;
   const double accuracy = last_line_json(trained.output)["test_accuracy"].get<double>();
   EXPECT_GE(accuracy, 0.95) << trained.output;
   std::printf("table: mlp, 20 steps: held-out accuracy %.2f%%, %.2f s\n", 100 * accuracy, train_s);

@@ -117,7 +117,7 @@ ClassifierData builtin_data(const ImageOptions& o) {
 std::string held_out_text(const ImageOptions& o) {
   char percent[32];
   std::snprintf(percent, sizeof percent, "%g%%", 100 * o.val_fraction.value_or(ImageOptions::kDefaultValFraction));
-  return str(percent, " of each class held out by --seed");
+  return str(percent, " of each class, drawn by --seed");
 }
 
 ClassifierData image_folder_data(const ImageOptions& o, uint64_t seed) {
@@ -135,7 +135,7 @@ ClassifierData image_folder_data(const ImageOptions& o, uint64_t seed) {
     test_images = data::read_images(test.files, format);
     train_labels = Tensor::from_vector(listing.labels, {std::ssize(listing.labels)});
     test_labels = Tensor::from_vector(test.labels, {std::ssize(test.labels)});
-    held_out = str(test.files.size(), " in ", folders->second);
+    held_out = str(test.files.size(), " held out in ", folders->second);
     skipped = listing.skipped + test.skipped;
   } else {
     listing = data::list_image_folder(o.data);
@@ -147,7 +147,7 @@ ClassifierData image_folder_data(const ImageOptions& o, uint64_t seed) {
     train_labels = rows_of(labels, split.train);
     test_images = rows_of(images, split.held_out);
     test_labels = rows_of(labels, split.held_out);
-    held_out = str(split.held_out.size(), ", ", held_out_text(o));
+    held_out = str(split.held_out.size(), " held out (", held_out_text(o), ")");
     skipped = listing.skipped;
   }
   const Shape sample{format.channels, format.height, format.width};
@@ -170,7 +170,7 @@ ClassifierData image_folder_data(const ImageOptions& o, uint64_t seed) {
   d.metadata = infer::image_folder_metadata(listing.classes, sample, normalization);
   d.description = str("data: ", o.data, ": ", listing.classes.size(), " classes (", joined(listing.classes), "), ",
                       train_images.size(0), " training images ", format.channels, "x", format.height, "x", format.width,
-                      ", ", held_out, skipped ? str("; skipped ", skipped, " files that are not .png, .jpg or .jpeg") : "",
+                      ", ", held_out, skipped ? str("; skipped ", skipped, skipped == 1 ? " file" : " files", " not .png, .jpg or .jpeg") : "",
                       "\nnormalisation: mean ", numbers(normalization.mean), ", std ", numbers(normalization.std),
                       o.normalize.empty() ? " (measured over the training images)" : " (--normalize)", "\n");
   return d;
