@@ -61,6 +61,10 @@ TEST(OwnDataCli, MlpLearnsAnImageFolderAndItsCheckpointStandsAlone) {
   EXPECT_EQ(last_line_json(evaluated.output)["samples"], 90);
   EXPECT_GE(last_line_json(evaluated.output)["accuracy"].get<double>(), 0.99);
 
+  expect_usage_error(weft_cli("quantize " + dir.file("run") + " --int8 --out " + dir.file("q.safetensors")),
+                     " was trained on its own data (image-folder, weft train --data); weft quantize quantizes the "
+                     "classifiers of fashion-mnist and mnist");
+
   // Without the data: the checkpoint says what the model takes and predicts.
   fs::remove_all(dir.file("shapes"));
   const infer::LoadedModel loaded = infer::load_model(dir.file("run"));

@@ -106,6 +106,32 @@ TEST(ImageFile, CorruptTruncatedAndForeignFilesNameTheFileAndWhy) {
   msg = message_of<FormatError>([&] { decode_image(dir.file("header_only.jpg"), kNoLimit); });
   EXPECT_TRUE(msg.starts_with(dir.file("header_only.jpg") + ": not a valid JPEG (libjpeg: ")) << msg;
 
+  // CMYK, which libjpeg writes from four components.
+  jpeg_compress_struct info;
+  jpeg_error_mgr errors;
+  info.err = jpeg_std_error(&errors);
+  jpeg_create_compress(&info);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = 8;
+  info.image_height = 8;
+  info.input_components = 4;
+  info.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&info);
+  jpeg_start_compress(&info, TRUE);
+  std::vector<uint8_t> cmyk(8 * 4, 100);
+  while (info.next_scanline < info.image_height) {
+    JSAMPROW row = cmyk.data();
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  write_bytes(dir.file("cmyk.jpg"), std::string(reinterpret_cast<const char*>(buffer), size));
+  std::free(buffer);
+  EXPECT_EQ(message_of<FormatError>([&] { decode_image(dir.file("cmyk.jpg"), kNoLimit); }),
+            dir.file("cmyk.jpg") + ": a CMYK JPEG; expected grey or colour (YCbCr) images");
+
   write_bytes(dir.file("notes.png"), "these are notes, not pixels\n");
   msg = message_of<FormatError>([&] { decode_image(dir.file("notes.png"), kNoLimit); });
   EXPECT_EQ(msg, dir.file("notes.png") + ": not a PNG or JPEG image (its first bytes are neither format's signature)");
