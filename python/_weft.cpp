@@ -18,10 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "weft/amp/grad_scaler.h"
+#include "weft/autograd/autocast_mode.h"
 #include "weft/autograd/grad_mode.h"
 #include "weft/core/error.h"
 #include "weft/core/random.h"
 #include "weft/core/tensor.h"
+#include "weft/infer/load.h"
+#include "weft/io/safetensors.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
 #include "weft/ops/conv.h"
@@ -34,10 +38,13 @@
 #include "weft/ops/shape.h"
 #include "weft/optim/adam.h"
 #include "weft/optim/clip.h"
+#include "weft/optim/schedule.h"
 #include "weft/optim/sgd.h"
 
 namespace py = pybind11;
 using namespace weft;
+
+void add_train(py::module_& m);  // weft.train (python/train.cpp)
 
 namespace {
 
@@ -443,9 +450,66 @@ PYBIND11_MODULE(_weft, m) {
   optim.def("clip_grad_norm_", [](const std::vector<Tensor>& params, double max_norm) {
     return optim::clip_grad_norm(params, max_norm);
   }, py::arg("parameters"), py::arg("max_norm"), "scales the grads to a total norm of at most max_norm; returns the norm");
+  // The schedules weft train uses: pure functions of the step (weft/optim.py wraps them as PyTorch's
+  // stateful schedulers).
+  py::class_<optim::LRSchedule>(optim, "LRSchedule")
+      .def("lr_at", &optim::LRSchedule::lr_at, py::arg("step"), "the learning rate of update `step` (0: the first)");
+  py::class_<optim::ConstantLR, optim::LRSchedule>(optim, "ConstantSchedule")
+      .def(py::init<double>(), py::arg("lr"));
+  py::class_<optim::StepLR, optim::LRSchedule>(optim, "StepSchedule")
+      .def(py::init<double, int64_t, double>(), py::arg("base_lr"), py::arg("step_size"), py::arg("gamma") = 0.1);
+  py::class_<optim::CosineWarmupLR, optim::LRSchedule>(optim, "CosineWarmupSchedule")
+      .def(py::init<double, int64_t, int64_t, double>(), py::arg("base_lr"), py::arg("warmup_steps"),
+           py::arg("total_steps"), py::arg("min_lr") = 0.0);
+
+  // weft.amp: autocast's scope and fp16's loss scaler, the ones weft train --precision uses.
+  py::module_ amp = m.def_submodule("amp", "mixed precision: autocast and the fp16 loss scaler");
+  struct AutocastScope {
+    std::optional<DType> dtype;
+    std::unique_ptr<AutocastGuard> guard;
+  };
+  py::class_<AutocastScope>(amp, "autocast")
+      .def(py::init([](std::optional<DType> dtype, bool enabled) {
+             return AutocastScope{enabled ? dtype : std::nullopt, nullptr};
+           }),
+           py::arg("dtype") = DType::bf16, py::arg("enabled") = true)
+      .def("__enter__", [](AutocastScope& scope) {
+        WEFT_CHECK(!scope.guard, ValueError, "autocast: this scope is already entered");
+        scope.guard = std::make_unique<AutocastGuard>(scope.dtype);
+      })
+      .def("__exit__", [](AutocastScope& scope, const py::args&) { scope.guard.reset(); });
+  amp.def("autocast_dtype", &autocast_dtype, "the low-precision dtype of the autocast scope around the call, or None");
+  py::class_<amp::GradScaler>(amp, "GradScaler")
+      .def(py::init([](double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval) {
+             return amp::GradScaler({.init_scale = init_scale, .growth_factor = growth_factor,
+                                     .backoff_factor = backoff_factor, .growth_interval = growth_interval,
+                                     .min_scale = amp::GradScalerOptions{}.min_scale});
+           }),
+           py::arg("init_scale") = 65536.0, py::arg("growth_factor") = 2.0, py::arg("backoff_factor") = 0.5,
+           py::arg("growth_interval") = 2000)
+      .def("scale", &amp::GradScaler::scale, py::arg("loss"))
+      .def("unscale_", &amp::GradScaler::unscale_, py::arg("optimizer"))
+      .def("step", [](amp::GradScaler& s, optim::Optimizer& o) {
+        py::gil_scoped_release release;
+        return s.step(o);
+      }, py::arg("optimizer"), "steps unless a gradient is inf or NaN; returns whether it stepped")
+      .def("update", &amp::GradScaler::update)
+      .def("get_scale", &amp::GradScaler::current_scale)
+      .def_property_readonly("skipped_steps", &amp::GradScaler::skipped_steps);
 
   m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, py::arg("tensors"),
         py::arg("dim") = 0);
   m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, py::arg("tensors"),
         py::arg("dim") = 0);
+  // safetensors, as weft writes and reads them: a checkpoint of weft.train.fit (or of weft train)
+  // loads into the model it was trained from with model.load_state_dict(weft.load(path)).
+  m.def("load", [](const std::string& path) {
+    py::dict tensors;
+    for (const auto& [name, t] : infer::load_weights(path).state) tensors[py::str(name)] = t;
+    return tensors;
+  }, py::arg("path"), "the tensors of a .safetensors file, or of the checkpoint in a weft train --out directory, by name");
+  m.def("save", [](const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& path) {
+    io::save_safetensors(path, tensors);
+  }, py::arg("tensors"), py::arg("path"), "writes (name, tensor) pairs to a .safetensors file, atomically");
+  add_train(m);
 }

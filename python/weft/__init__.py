@@ -7,8 +7,8 @@ from ._weft import (Error, Tensor, arange, cat, cross_entropy, empty, exp, from_
                     is_grad_enabled, linear, log, log_softmax, manual_seed, matmul, mean, ones, rand, randn,
                     relu, set_grad_enabled, sigmoid, softmax, stack, sum, tanh, tensor, zeros)
 from ._weft import (adaptive_avg_pool2d, avg_pool2d, conv2d, dropout, dtype, embedding, layer_norm, max_pool2d,
-                    mse_loss, optim)
-from . import nn
+                    mse_loss, load, amp)
+from . import _weft, nn, optim, train
 
 f64, f32, f16, bf16 = dtype.f64, dtype.f32, dtype.f16, dtype.bf16
 i64, i32, i8, u8 = dtype.i64, dtype.i32, dtype.i8, dtype.u8
@@ -33,3 +33,9 @@ class no_grad:
                 return function(*args, **kwargs)
         wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
         return wrapper
+
+
+def save(tensors, path):
+    """Writes ``tensors`` (a state dict: name -> tensor) to a .safetensors file, atomically;
+    ``weft.load(path)`` reads it back, and so do PyTorch's and Hugging Face's readers."""
+    _weft.save(list(tensors.items()), path)

@@ -4,6 +4,10 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
+
+#include "weft/train/options.h"
 
 namespace weft::cli {
 
@@ -18,6 +22,11 @@ void add_serve_command(CLI::App& app, std::function<void()>& run);      // serve
 void add_estimate_command(CLI::App& app, std::function<void()>& run);   // estimate time, cost, comm, --calibrate
 void add_smi_command(CLI::App& app, std::function<void()>& run);        // smi
 void add_board_command(CLI::App& app, std::function<void()>& run);      // board
+
+// `weft train ARGS`' options, read and checked as the command reads them (a flag that does not
+// exist or a value it cannot take → ValueError with the command's message), for a front end that
+// runs the trainer itself: weft.train.fit.
+train::TrainOptions parse_train_flags(const std::vector<std::string>& args);
 
 // The image data flags of train, eval and quantize (infer::image_data_dir, data/paths.h).
 inline constexpr const char* kDataDirHelp =

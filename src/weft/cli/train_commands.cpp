@@ -161,9 +161,10 @@ CLI::Option* named_option(CLI::App* app, const std::string& flag, T& target, Par
       ->default_str(name(target));
 }
 
-}  // namespace
-
-void add_train_commands(CLI::App& app, std::function<void()>& run) {
+// `weft train`: its flags, and the checks of their combination; `parsed` gets the options once the
+// command line is read whole and they hold.
+using ParsedTrainOptions = std::function<void(std::shared_ptr<const train::TrainOptions> options, bool json)>;
+void add_train_command(CLI::App& app, ParsedTrainOptions parsed) {
   auto o = std::make_shared<train::TrainOptions>();
   auto json = std::make_shared<bool>(false);
   CLI::App* t = app.add_subcommand("train", "train an image classifier on Fashion-MNIST, or a GPT on text");
@@ -327,7 +328,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default) or a SentencePiece model (weft tokenize train)")
           ->check(not_empty()),
       number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
-  t->callback([&run, t, o, json, image_only, gpt_only, data_paths, val_fraction] {
+  t->callback([parsed, t, o, json, image_only, gpt_only, data_paths, val_fraction] {
     if (!o->resume_dir.empty()) {
       // The same run, in place: the resumed run's own options fill every flag not given.
       const bool launched_on_ranks = dist::launched_by_mpi() && dist::world().size > 1;
@@ -380,9 +381,32 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
                ValueError, "--val-fraction: is not a flag of token shards (weft tokenize encode --val-fraction split "
                "them into train.bin and val.bin)");
     o->validate();
-    run = [o, json] { train(*o, *json); };
+    parsed(o, *json);
   });
+}
 
+}  // namespace
+
+train::TrainOptions parse_train_flags(const std::vector<std::string>& args) {
+  CLI::App app("weft");
+  std::shared_ptr<const train::TrainOptions> options;
+  add_train_command(app, [&options](std::shared_ptr<const train::TrainOptions> o, bool) { options = std::move(o); });
+  std::vector<std::string> reversed = {"train"};
+  reversed.insert(reversed.end(), args.begin(), args.end());
+  std::reverse(reversed.begin(), reversed.end());  // CLI11 takes the arguments last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& error) {
+    throw ValueError(error.what());
+  }
+  return *options;
+}
+
+void add_train_commands(CLI::App& app, std::function<void()>& run) {
+  add_train_command(app, [&run](std::shared_ptr<const train::TrainOptions> o, bool json) {
+    run = [o, json] { train(*o, json); };
+  });
+  auto json = std::make_shared<bool>(false);
 
   auto checkpoint = std::make_shared<std::string>();
   auto model = std::make_shared<std::optional<nn::ModelKind>>();

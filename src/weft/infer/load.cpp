@@ -133,6 +133,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
   auto saved_kind = loaded.metadata.find("weft.model");
   std::optional<nn::ModelKind> kind = options.model;
   if (saved_kind != loaded.metadata.end()) {
+    WEFT_CHECK(!saved_kind->second.starts_with("python:"), ValueError, loaded.file, " holds ",
+               saved_kind->second.substr(7), ", a model defined in Python (weft.train.fit), which weft's commands cannot "
+               "build: load its weights in Python, model.load_state_dict(weft.load('", loaded.file, "'))");
     kind = nn::find_model_kind(saved_kind->second);
     WEFT_CHECK(!options.model || kind == options.model, ValueError, loaded.file, " holds a ", saved_kind->second,
                " model, not ", nn::model_kind_name(*options.model));

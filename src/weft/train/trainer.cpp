@@ -154,11 +154,11 @@ int64_t saved_planned_steps(const nlohmann::json& options, int64_t steps_per_epo
 // forward through forward hooks registered from named_modules (the root under the model's name).
 class StepProfiler {
  public:
-  StepProfiler(const TrainOptions& o, int64_t planned_steps, nn::Module& model)
+  StepProfiler(const TrainOptions& o, int64_t planned_steps, nn::Module& model, const std::string& model_name)
       : first_(std::min(o.profile_first_step.value_or(2), planned_steps)),
         last_(std::min(o.profile_last_step.value_or(4), planned_steps)) {
     for (auto& [name, module] : model.named_modules()) {
-      names_.push_back(name.empty() ? nn::model_kind_name(o.model) : name);
+      names_.push_back(name.empty() ? model_name : name);
       const char* scope = names_.back().c_str();
       hooks_.push_back(module->register_forward_pre_hook([scope](nn::Module&, const Tensor&) -> std::optional<Tensor> {
         monitor::begin_module(scope);
@@ -423,7 +423,8 @@ struct Run {
   dist::ParallelPlan plan;
   std::optional<OutputDirectory> out;
   std::unique_ptr<Task> task;
-  const std::string model_name = nn::model_kind_name(o.model);  // as checkpoints record it; a resume checks it
+  const CustomModel* custom;
+  const std::string model_name = custom ? custom->name : nn::model_kind_name(o.model);  // as checkpoints record it; a resume checks it
   double lr = 0, clip_grad = 0;
   int64_t batch_size = 0, rank_batch = 0, micro_batch = 0, whole_params = 0;
   std::shared_ptr<nn::Module> model;
@@ -453,7 +454,8 @@ struct Run {
   std::unique_ptr<dist::ProcessGroup> saving_group;
   CheckpointSaver saver{given.async_save};  // last: destroyed first, waiting for a save in flight
 
-  Run(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive, dist::ProcessGroup& ranks)
+  Run(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive, dist::ProcessGroup& ranks,
+      const CustomModel* custom_model)
       : given(options),
         o(options),
         group(ranks),
@@ -461,7 +463,15 @@ struct Run {
         distributed(ranks.size() > 1),
         log(rank == 0 ? rank0_log : nowhere),
         interactive(rank == 0 && rank0_interactive),
-        plan(ranks, parallel_options(options)) {
+        plan(ranks, parallel_options(options)),
+        custom(custom_model) {
+    if (custom) {
+      WEFT_CHECK(custom->module, ValueError, "the model to train is missing");
+      WEFT_CHECK(!o.checkpoint_activations, ValueError, "--checkpoint-activations: cuts weft's own models into "
+                 "segments; ", custom->name, " is not one of them");
+      WEFT_CHECK(!o.tensor_parallel() && !o.pipeline_parallel(), ValueError, "--parallel: tp and pp split weft's own "
+                 "GPT; ", custom->name, " is not one of them (the data-parallel modes take any model)");
+    }
     if (given.async_save && distributed) saving_group = group.split(0, rank);
     if (rank != 0) {
       o.out_dir.clear();
@@ -498,7 +508,7 @@ struct Run {
   // and the loss scaler.
   void build_model() {
     manual_seed(o.seed);
-    model = task->make_model(o.checkpoint_activations);
+    model = custom ? custom->module : task->make_model(o.checkpoint_activations);
     // Both checked before either says what it did: a refusal is the only line.
     const std::string initialised = o.init_from.empty() ? "" : init_from_checkpoint();
     const std::string frozen = o.freeze.empty() ? "" : freeze_parameters();
@@ -538,9 +548,8 @@ struct Run {
   // tensor by tensor against the model first (a GPT was built in the checkpoint's shape).
   std::string init_from_checkpoint() {
     const infer::Weights w = infer::load_weights(o.init_from);
-    const std::string model_name = nn::model_kind_name(o.model);
     WEFT_CHECK(w.model_name.empty() || w.model_name == model_name, ValueError, "--init-from ", o.init_from,
-               " holds a ", w.model_name, " and this run trains a ", model_name, " (--model)");
+               " holds a ", w.model_name, " and this run trains a ", model_name, custom ? "" : " (--model)");
     infer::check_fit(*model, model_name, w.state, o.init_from);
     NoGradGuard no_grad;
     model->load_state_dict(w.state);
@@ -640,7 +649,7 @@ struct Run {
     saved_in = o.resume_dir;
     saved_step = state.step;
 
-    result.model = nn::model_kind_name(o.model);
+    result.model = model_name;
     result.params = whole_params;
     result.planned_steps = planned_steps;
     result.batch_size = batch_size;
@@ -654,7 +663,7 @@ struct Run {
                     {"ranks", group.size()}, {"tp", o.tp}, {"pp", o.pp}, {"pp_schedule", given.pp_schedule},
                     {"grad_compress", o.grad_compress.empty() ? "none" : o.grad_compress},
                     {"sync_every", o.sync_every}, {"all_reduced_bytes_per_step", plan.mode().all_reduced_bytes()}};
-    log << nn::model_kind_name(o.model) << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
+    log << model_name << ": " << result.params << " parameters; " << planned_steps << " steps of " << batch_size
         << " samples, " << steps_per_epoch << " per epoch" << plan.describe(rank_batch, micro_batch, o.print_schedule);
   }
 
@@ -854,10 +863,10 @@ struct Run {
 }  // namespace
 
 TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool rank0_interactive,
-                  dist::ProcessGroup& group) {
+                  dist::ProcessGroup& group, const CustomModel* custom) {
   const Clock::time_point start = Clock::now();
   check_launch(options, group);
-  Run run(options, rank0_log, rank0_interactive, group);
+  Run run(options, rank0_log, rank0_interactive, group, custom);
   const TrainOptions& o = run.o;
   std::ostream& log = run.log;
   TrainerState& state = run.state;
@@ -867,7 +876,7 @@ TrainResult train(const TrainOptions& options, std::ostream& rank0_log, bool ran
   run.plan_steps(start);
 
   std::optional<StepProfiler> profiler;
-  if (!o.profile_trace.empty()) profiler.emplace(o, run.planned_steps, *run.model);
+  if (!o.profile_trace.empty()) profiler.emplace(o, run.planned_steps, *run.model, run.model_name);
   CachingAllocator::cpu().reset_peak_stats();
   const int64_t bytes_before = run.plan.bytes_communicated();
   const int64_t first_step = state.step, planned_steps = run.planned_steps, steps_per_epoch = run.steps_per_epoch;

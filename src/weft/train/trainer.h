@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/dist/process_group.h"
-
+#include "weft/nn/module.h"
 #include "weft/train/options.h"
 
 namespace weft::train {
@@ -60,11 +60,24 @@ struct TrainResult {
   nlohmann::json to_json() const;
 };
 
+// A model of the caller's, trained in place of the one --model builds: weft.train.fit's, defined in
+// Python. --model still chooses the task (its data, evaluation and defaults); the model must take
+// that task's batches. `name` stands for the model wherever its kind would: the log, the run's
+// result, the checkpoint's "weft.model" (so a resume or --init-from of a checkpoint of another
+// model is refused). Its parameters are trained in place: the caller's handles see every update.
+// Activation checkpointing and tensor or pipeline parallelism cut weft's own models, so they are
+// refused; every data-parallel mode takes it (ZeRO-3 gathers its parameters for the whole forward).
+struct CustomModel {
+  std::shared_ptr<nn::Module> module;
+  std::string name;
+};
+
 // Trains as `options` say, reporting progress on `log` (a redrawn bar when `interactive`, plain
 // lines otherwise), data parallel over `group` when it has more than one rank (default: every rank
-// of the launch; rank 0 of the group logs and writes). Bad options → ValueError naming the flag.
+// of the launch; rank 0 of the group logs and writes), the model `custom`'s when given. Bad options
+// → ValueError naming the flag.
 TrainResult train(const TrainOptions& options, std::ostream& log, bool interactive,
-                  dist::ProcessGroup& group = dist::ProcessGroup::world());
+                  dist::ProcessGroup& group = dist::ProcessGroup::world(), const CustomModel* custom = nullptr);
 
 // The command that runs `weft train ARGS` the way this process was started: under mpirun with
 // this launch's number of ranks when there is one (--oversubscribe when they outnumber the cores,
