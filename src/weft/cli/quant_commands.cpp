@@ -65,6 +65,8 @@ void quantize(const QuantizeOptions& o) {
              "); quantize the f32 checkpoint that weft train wrote");
   WEFT_CHECK(loaded.kind != nn::ModelKind::gpt, ValueError, source,
              " holds a GPT; weft quantize quantizes the image classifiers (mlp, cnn)");
+  WEFT_CHECK(!infer::saved_classes(loaded.metadata, loaded.file), ValueError, source, " was trained on its own data (",
+             loaded.dataset, ", weft train --data); weft quantize quantizes the classifiers of fashion-mnist and mnist");
   if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
   auto model = std::dynamic_pointer_cast<nn::Sequential>(loaded.model);
   model->to(DType::f32);  // a bf16 checkpoint widens exactly; quantization starts from f32

@@ -72,7 +72,8 @@ void train(const train::TrainOptions& options, bool json) {
               << "; metrics.jsonl and TensorBoard events beside it\n";
     if (sharded) std::cout << "  merge:     " << io::consolidate_command(options.out_dir) << "\n";
     if (options.is_image_task())
-      std::cout << "  evaluate:  " << weft << " eval --checkpoint " << model << "\n";
+      std::cout << "  evaluate:  " << weft << " eval --checkpoint " << model
+                << (options.image.own_data() ? " --data " + shell_quote(options.image.data) : std::string()) << "\n";
     else
       std::cout << "  sample:    " << weft << " generate --checkpoint " << model << " --prompt 'The '\n";
     // A run that reached its plan goes on only with a longer one; --steps counts from the start.
@@ -86,20 +87,31 @@ void train(const train::TrainOptions& options, bool json) {
 }
 
 void eval(const std::string& checkpoint, const infer::LoadOptions& options, const std::string& data_dir,
-          int64_t batch_size, bool json) {
+          const std::string& data, int64_t batch_size, bool json) {
   infer::LoadedModel loaded = infer::load_model(checkpoint, options);
   WEFT_CHECK(loaded.kind != nn::ModelKind::gpt, ValueError, checkpoint,
              " holds a GPT; weft eval measures the image classifiers (sample a GPT with weft generate)");
   if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
-  data::ImageDataset test_data =
-      data::load_mnist_idx(infer::image_data_dir(loaded.dataset, data_dir), false, loaded.normalization);
+  const bool own = loaded.dataset == infer::kImageFolderDataset || loaded.dataset == infer::kTableDataset;
+  WEFT_CHECK(!own || !data.empty(), ValueError, checkpoint, " was trained on ", loaded.dataset == infer::kTableDataset
+             ? "a CSV table; pass the table to evaluate on with --data FILE.csv" : "an image folder; pass the folder "
+             "to evaluate on (its test/ or val/, else all its images) with --data DIR");
+  WEFT_CHECK(own || data.empty(), ValueError, "--data: ", checkpoint, " was trained on ", loaded.dataset,
+             ", read from IDX files (--data-dir), not on a folder or table of its own");
+  WEFT_CHECK(!own || data_dir.empty(), ValueError, "--data-dir: ", checkpoint, " was trained on its own data; ",
+             "pass that with --data");
+  std::shared_ptr<const data::Dataset> test_data =
+      own ? train::own_evaluation_data(loaded, data)
+          : std::make_shared<data::ImageDataset>(
+                data::load_mnist_idx(infer::image_data_dir(loaded.dataset, data_dir), false, loaded.normalization));
   // The batches are f32; a bf16 model's linear and convolution layers take them through autocast.
   AutocastGuard low_precision(loaded.dtype);
-  train::EvalResult r = train::evaluate_classifier(*loaded.model, test_data, batch_size);
+  train::EvalResult r = train::evaluate_classifier(*loaded.model, *test_data, batch_size);
   const std::string& scheme = loaded.scheme;
   std::cout << nn::model_kind_name(loaded.kind) << (scheme == "none" ? "" : " (" + scheme + ")")
             << (loaded.dtype == DType::f32 ? "" : str(" (", dtype_name(loaded.dtype), ")")) << " on " << r.samples
-            << " test images: accuracy " << percent(r.accuracy) << ", loss " << r.loss << "\n";
+            << (loaded.table ? " test rows" : " test images") << ": accuracy " << percent(r.accuracy) << ", loss "
+            << r.loss << "\n";
   if (json)
     std::cout << nlohmann::json{{"model", nn::model_kind_name(loaded.kind)}, {"quantization", scheme},
                                 {"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}, {"dtype", dtype_name(loaded.dtype)},
@@ -268,10 +280,47 @@ void add_train_command(CLI::App& app, ParsedTrainOptions parsed) {
       "FIRST:LAST, counted from 1, both included (default 2:4)");
   t->add_flag("--json", *json, "print the result as one JSON object on the last line");
 
+  // --data and --val-fraction are both tasks': read into these, then into the task's options.
+  auto data_paths = std::make_shared<std::vector<std::string>>();
+  auto val_fraction = std::make_shared<std::optional<double>>();
+  t->add_option("--data", *data_paths, "mlp and cnn: a folder of images, one subfolder per class (PNG, JPEG), or a "
+                "CSV table (mlp) with a header row and a label column, instead of --dataset (docs/data.md); gpt: text "
+                "files, directories of *.txt files (default: the fortunes), token shards of weft tokenize encode "
+                "(their directory or .bin files), or random");
+  number_flag(t, "--val-fraction", *val_fraction, "share held out for evaluation: mlp and cnn with --data, of each "
+              "class, drawn by --seed (default 0.1; not when the folder has train/ and test/ or val/); gpt: of the "
+              "documents (of a single document: its last tokens), 0: no validation (default 0.05)");
   std::vector<CLI::Option*> image_only = {
       t->add_option("--dataset", o->image.dataset, "the data set read, and whose normalisation statistics apply")
           ->check(one_of({"fashion-mnist", "mnist"}))->capture_default_str(),
-      t->add_option("--data-dir", o->image.data_dir, kDataDirHelp)};
+      t->add_option("--data-dir", o->image.data_dir, kDataDirHelp),
+      t->add_option_function<std::string>(
+          "--image-size",
+          [o](const std::string& text) {
+            const size_t x = text.find('x');
+            WEFT_CHECK(x != std::string::npos, ValueError, "--image-size: must be HxW such as 32x32, got '", text, "'");
+            const Accepts<int64_t> side{.min = 1, .max = train::kMaxImageSide};
+            o->image.image_size = {parse_flag<int64_t>("--image-size", text.substr(0, x), side),
+                                   parse_flag<int64_t>("--image-size", text.substr(x + 1), side)};
+          },
+          "--data: resize every image (bilinear) to HxW pixels (default: the images' own size, which must then be "
+          "the same for all)"),
+      number_flag(t, "--channels", o->image.channels, "--data: 1 (grey) or 3 (RGB) (default: 3 when any image is in "
+                  "colour, else 1)", {.min = 1, .max = 3}),
+      t->add_option_function<std::string>(
+          "--normalize",
+          [o](const std::string& text) {
+            o->image.normalize.clear();
+            for (size_t begin = 0; begin <= text.size();) {
+              const size_t comma = std::min(text.find(',', begin), text.size());
+              o->image.normalize.push_back(parse_flag<double>("--normalize", text.substr(begin, comma - begin)));
+              begin = comma + 1;
+            }
+          },
+          "--data: the channels' means, then their stds, of pixel / 255: MEAN,STD or R,G,B,R,G,B (default: "
+          "measured over the training images)"),
+      t->add_option("--label-column", o->image.label_column, "--data FILE.csv: the column of the labels (default: "
+                    "the last)")->check(not_empty())};
   train::TextOptions& text = o->text;
   std::vector<CLI::Option*> gpt_only = {
       number_flag(t, "--layers", text.layers, str("GPT: transformer blocks (default ", nn::GPTConfig{}.layers, ")")),
@@ -283,12 +332,8 @@ void add_train_command(CLI::App& app, ParsedTrainOptions parsed) {
       t->add_option("--tokenizer", text.tokenizer, "GPT: byte (default), a SentencePiece model (weft tokenize "
                     "train) or a directory of GPT-2's vocab.json and merges.txt")
           ->check(not_empty()),
-      t->add_option("--data", text.data, "GPT: text files, directories of *.txt files (default: the fortunes), token "
-                    "shards of weft tokenize encode (their directory or .bin files), or random"),
-      number_flag(t, "--val-fraction", text.val_fraction, "GPT: share of the documents held out for validation (of "
-                  "a single document: its last tokens); 0: no validation"),
       number_flag(t, "--eval-windows", text.eval_windows, "GPT: validation windows per evaluation (0: all)")};
-  t->callback([parsed, t, o, json, image_only, gpt_only] {
+  t->callback([parsed, t, o, json, image_only, gpt_only, data_paths, val_fraction] {
     if (!o->resume_dir.empty()) {
       // The same run, in place: the resumed run's own options fill every flag not given.
       const bool launched_on_ranks = dist::launched_by_mpi() && dist::world().size > 1;
@@ -316,6 +361,20 @@ void add_train_command(CLI::App& app, ParsedTrainOptions parsed) {
     for (CLI::Option* option : o->is_image_task() ? gpt_only : image_only)
       WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": is not a flag of --model ",
                  nn::model_kind_name(o->model));
+    if (!data_paths->empty() && o->is_image_task()) {
+      WEFT_CHECK(data_paths->size() == 1, ValueError, "--data: mlp and cnn train on one folder of images or one CSV "
+                 "table, got ", data_paths->size(), " paths");
+      for (const char* flag : {"--dataset", "--data-dir"})
+        WEFT_CHECK(t->get_option(flag)->count() == 0, ValueError, flag, ": is not a flag of --data (the data set is ",
+                   (*data_paths)[0], ")");
+      o->image.data = (*data_paths)[0];
+    } else if (!data_paths->empty()) {
+      o->text.data = *data_paths;
+    }
+    if (*val_fraction) {
+      if (o->is_image_task()) o->image.val_fraction = *val_fraction;
+      else o->text.val_fraction = **val_fraction;
+    }
     if (o->text.data == std::vector<std::string>{"random"})
       for (const char* flag : {"--tokenizer", "--val-fraction"})
         WEFT_CHECK(t->get_option(flag)->count() == 0, ValueError, flag,
@@ -358,6 +417,7 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
   auto model = std::make_shared<std::optional<nn::ModelKind>>();
   auto dataset = std::make_shared<std::string>();
   auto data_dir = std::make_shared<std::string>();
+  auto eval_data = std::make_shared<std::string>();
   auto batch_size = std::make_shared<int64_t>(1000);
   auto threads = std::make_shared<int>(0);
   CLI::App* e = app.add_subcommand("eval", "accuracy and loss of a checkpoint on the test set");
@@ -369,13 +429,16 @@ void add_train_commands(CLI::App& app, std::function<void()>& run) {
       ->check(one_of({"mlp", "cnn"}));
   e->add_option("--dataset", *dataset, kCheckpointDatasetHelp)->check(one_of({"fashion-mnist", "mnist"}));
   e->add_option("--data-dir", *data_dir, kDataDirHelp);
+  e->add_option("--data", *eval_data, "a checkpoint trained with weft train --data: the folder of images (its test/ "
+                "or val/ when it has train/ and test/, else all its images) or the CSV table to evaluate on")
+      ->check(not_empty());
   number_flag(e, "--batch-size", *batch_size, "test images per forward pass", {.min = 1, .max = train::kMaxCount});
   number_flag(e, "--threads", *threads, "0: all cores (or OMP_NUM_THREADS)", {.min = 0, .max = train::kMaxThreads});
   e->add_flag("--json", *json, "print the result as one JSON object on the last line");
-  e->callback([&run, checkpoint, model, dataset, data_dir, batch_size, threads, json] {
+  e->callback([&run, checkpoint, model, dataset, data_dir, eval_data, batch_size, threads, json] {
     run = [=] {
       if (*threads > 0) set_num_threads(*threads);
-      eval(*checkpoint, {.model = *model, .dataset = *dataset}, *data_dir, *batch_size, *json);
+      eval(*checkpoint, {.model = *model, .dataset = *dataset}, *data_dir, *eval_data, *batch_size, *json);
     };
   });
 

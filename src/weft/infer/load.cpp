@@ -42,26 +42,48 @@ void load_classifier_input(LoadedModel& loaded, const LoadOptions& options) {
   WEFT_CHECK(options.dataset.empty() || dataset == loaded.metadata.end() || dataset->second == options.dataset,
              ValueError, "--dataset ", options.dataset, ": ", loaded.file, " was trained on ", dataset->second,
              " (leave --dataset out to use its data set)");
-  try {
-    if (dataset != loaded.metadata.end()) loaded.dataset = dataset->second;
-    else loaded.dataset = options.dataset.empty() ? "fashion-mnist" : options.dataset;
-    const ImageDatasetInfo& info = image_dataset_info(loaded.dataset);
-    loaded.labels = info.labels;
-    loaded.input_shape = info.sample_shape;
-    if (std::optional<data::Normalization> saved = saved_normalization(loaded.metadata, loaded.file)) {
-      loaded.normalization = *saved;
-    } else {
-      loaded.normalization = info.normalization;
-      loaded.note = str(loaded.file, " has no saved normalisation (it predates weft.normalization); using ",
-                        loaded.dataset, "'s training statistics");
+  if (std::optional<std::vector<std::string>> classes = saved_classes(loaded.metadata, loaded.file)) {
+    // A user's own data: the checkpoint says everything its input needs.
+    WEFT_CHECK(dataset != loaded.metadata.end() &&
+                   (dataset->second == kImageFolderDataset || dataset->second == kTableDataset),
+               FormatError, loaded.file, ": weft.classes belongs to a model trained on ", kImageFolderDataset, " or ",
+               kTableDataset, ", and its weft.dataset is '", dataset == loaded.metadata.end() ? "" : dataset->second, "'");
+    loaded.dataset = dataset->second;
+    loaded.labels = *classes;
+    loaded.input_shape = saved_classifier_shape(loaded.metadata, loaded.file).input;
+    if (loaded.dataset == kTableDataset) {
+      loaded.table = saved_table(loaded.metadata, loaded.file);
+      WEFT_CHECK(loaded.table.has_value(), FormatError, loaded.file, ": a table classifier without weft.table");
+      WEFT_CHECK(loaded.input_shape == Shape{std::ssize(loaded.table->features)}, FormatError, loaded.file,
+                 ": weft.input_shape ", shape_str(loaded.input_shape), " is not the ", loaded.table->features.size(),
+                 " features of weft.table");
+      return;
     }
-  } catch (const ValueError& e) {
-    if (dataset == loaded.metadata.end()) throw;  // the caller's fallback, not the file, is wrong
-    throw FormatError(str(loaded.file, ": weft.dataset: ", e.what()));
+    std::optional<data::Normalization> saved = saved_normalization(loaded.metadata, loaded.file);
+    WEFT_CHECK(saved.has_value(), FormatError, loaded.file, ": an image-folder classifier without weft.normalization");
+    loaded.normalization = *saved;
+  } else {
+    try {
+      if (dataset != loaded.metadata.end()) loaded.dataset = dataset->second;
+      else loaded.dataset = options.dataset.empty() ? "fashion-mnist" : options.dataset;
+      const ImageDatasetInfo& info = image_dataset_info(loaded.dataset);
+      loaded.labels = info.labels;
+      loaded.input_shape = info.sample_shape;
+      if (std::optional<data::Normalization> saved = saved_normalization(loaded.metadata, loaded.file)) {
+        loaded.normalization = *saved;
+      } else {
+        loaded.normalization = info.normalization;
+        loaded.note = str(loaded.file, " has no saved normalisation (it predates weft.normalization); using ",
+                          loaded.dataset, "'s training statistics");
+      }
+    } catch (const ValueError& e) {
+      if (dataset == loaded.metadata.end()) throw;  // the caller's fallback, not the file, is wrong
+      throw FormatError(str(loaded.file, ": weft.dataset: ", e.what()));
+    }
   }
-  WEFT_CHECK(std::ssize(loaded.normalization.mean) == loaded.input_shape[0], FormatError, loaded.file,
-             ": weft.normalization has ", loaded.normalization.mean.size(), " channels; the ",
-             nn::model_kind_name(loaded.kind), " takes ", loaded.input_shape[0]);
+  WEFT_CHECK(loaded.input_shape.size() == 3 && std::ssize(loaded.normalization.mean) == loaded.input_shape[0],
+             FormatError, loaded.file, ": weft.normalization has ", loaded.normalization.mean.size(), " channels; the ",
+             nn::model_kind_name(loaded.kind), " takes ", shape_str(loaded.input_shape));
 }
 
 void load_gpt(LoadedModel& loaded, const std::string& path, const LoadOptions& options) {
@@ -138,7 +160,12 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options) {
     Weights weights = load_weights(loaded.file);
     weights.model_name = nn::model_kind_name(loaded.kind);
     loaded.dtype = model_dtype(weights_dtype(weights.state, loaded.file));
-    loaded.model = nn::make_image_classifier(loaded.kind);
+    // A shape the model cannot take (a table for the cnn) is the file's fault, not the caller's.
+    try {
+      loaded.model = nn::make_image_classifier(loaded.kind, saved_classifier_shape(loaded.metadata, loaded.file));
+    } catch (const ValueError& e) {
+      throw FormatError(str(loaded.file, ": ", e.what()));
+    }
     load_into(*loaded.model, weights, loaded.file, loaded.dtype);
   }
   load_classifier_input(loaded, options);
@@ -150,6 +177,8 @@ Tensor classifier_input(const LoadedModel& loaded, const Tensor& pixels) {
              " holds a GPT, whose input is token ids");
   WEFT_CHECK(pixels.dtype() == DType::u8, DTypeError, "classifier_input: expected u8 pixels (0..255), found ",
              dtype_name(pixels.dtype()));
+  WEFT_CHECK(!loaded.table, ValueError, "classifier_input: ", loaded.file, " holds a table classifier, whose input is "
+             "its features (table_input)");
   const Shape& sample = loaded.input_shape;  // [C, H, W]
   const int64_t channels = sample[0], plane = sample[1] * sample[2];
   const Shape& shape = pixels.shape();
@@ -175,6 +204,24 @@ Tensor classifier_input(const LoadedModel& loaded, const Tensor& pixels) {
     }
   }
   return input.to(loaded.dtype);
+}
+
+Tensor table_input(const LoadedModel& loaded, const Tensor& features) {
+  WEFT_CHECK(loaded.table.has_value(), ValueError, "table_input: ", loaded.file, " holds no table classifier");
+  const int64_t count = std::ssize(loaded.table->features);
+  const Shape& shape = features.shape();
+  WEFT_CHECK((shape.size() == 1 || shape.size() == 2) && shape.back() == count, ShapeError, "table_input: ",
+             loaded.file, " takes ", count, " features a row ([N, ", count, "] or [", count, "]), found ",
+             shape_str(shape));
+  const std::vector<float> values = features.to(DType::f32).contiguous().to_vector<float>();
+  const int64_t rows = static_cast<int64_t>(values.size()) / count;
+  std::vector<float> standardised(values.size());
+  const data::Standardization& s = loaded.table->standardization;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t f = 0; f < count; ++f)
+      standardised[static_cast<size_t>(r * count + f)] =
+          (values[static_cast<size_t>(r * count + f)] - s.mean[static_cast<size_t>(f)]) / s.std[static_cast<size_t>(f)];
+  return Tensor::from_vector(standardised, {rows, count}).to(loaded.dtype);
 }
 
 }  // namespace weft::infer

@@ -29,6 +29,7 @@
 #include "weft/core/tensor.h"
 #include "weft/data/dataset.h"
 #include "weft/data/tokenizer.h"
+#include "weft/infer/metadata.h"
 #include "weft/nn/gpt.h"
 #include "weft/nn/model_kind.h"
 #include "weft/nn/module.h"
@@ -71,9 +72,11 @@ struct LoadedModel {
   std::string file;                  // the .safetensors file read
   std::map<std::string, std::string> metadata;  // all of the file's
 
-  // Classifiers.
-  std::string dataset;               // fashion-mnist | mnist
-  data::Normalization normalization; // applied to pixel / 255
+  // Classifiers. A user's own data (weft train --data): dataset image-folder, whose images the
+  // checkpoint's shape and normalisation describe, or table, whose features `table` describes.
+  std::string dataset;               // fashion-mnist | mnist | image-folder | table
+  data::Normalization normalization; // images: applied to pixel / 255
+  std::optional<TableSchema> table;  // tables: the columns read and their standardisation
   std::string note;                  // what was assumed (an older checkpoint's normalisation); "" when nothing
 
   // GPTs.
@@ -85,7 +88,12 @@ LoadedModel load_model(const std::string& path, const LoadOptions& options = {})
 // A classifier's input from raw u8 pixels as a data set file holds them: [N, *input_shape] or one
 // sample [*input_shape] (a single channel may be left out: [N, H, W], [H, W]). Returns `dtype`
 // [N, C, H, W] with (x / 255 - mean[c]) / std[c], the values data::ImageDataset gives for the same
-// pixels and statistics. A GPT, a non-u8 tensor or another shape → ValueError / DTypeError / ShapeError.
+// pixels and statistics. A GPT or a table classifier, a non-u8 tensor or another shape →
+// ValueError / DTypeError / ShapeError.
 Tensor classifier_input(const LoadedModel& loaded, const Tensor& pixels);
+// A table classifier's input from its raw features, in weft.table's column order: [N, F] or one
+// row [F], any floating or integer dtype. Returns `dtype` [N, F] with (x_f - mean_f) / std_f, the
+// values data::TableDataset gives. Another classifier → ValueError; another shape → ShapeError.
+Tensor table_input(const LoadedModel& loaded, const Tensor& features);
 
 }  // namespace weft::infer

@@ -26,6 +26,32 @@ constexpr const char* kDatasetKey = "weft.dataset";
 constexpr const char* kNormalizationKey = "weft.normalization";
 constexpr const char* kClassDistributionKey = "weft.class_distribution";
 constexpr std::string_view kGpt2Identity = "gpt2-bpe:";
+constexpr const char* kClassesKey = "weft.classes";
+constexpr const char* kInputShapeKey = "weft.input_shape";
+constexpr const char* kTableKey = "weft.table";
+
+// The largest sample a saved shape may describe: what a model built from it could allocate.
+constexpr int64_t kMaxSampleElements = int64_t{1} << 28;
+
+std::vector<std::string> string_list(const nlohmann::json& values, const std::string& where) {
+  std::vector<std::string> out;
+  if (values.is_array())
+    for (const nlohmann::json& v : values)
+      if (v.is_string()) out.push_back(v.get<std::string>());
+  WEFT_CHECK(values.is_array() && out.size() == values.size(), FormatError, where, ": must be an array of strings, found ",
+             io::json_excerpt(values));
+  return out;
+}
+
+std::vector<float> finite_list(const nlohmann::json& values, const std::string& where) {
+  std::vector<float> out;
+  for (const nlohmann::json& v : values.is_array() ? values : nlohmann::json::array({nullptr})) {
+    const bool finite = v.is_number() && std::isfinite(v.get<double>()) && std::abs(v.get<double>()) < 1e30;
+    WEFT_CHECK(finite, FormatError, where, ": must be an array of finite numbers, found ", io::json_excerpt(values));
+    out.push_back(v.get<float>());
+  }
+  return out;
+}
 
 void check_normalization(const data::Normalization& n, const std::string& what) {
   WEFT_CHECK(!n.mean.empty() && n.mean.size() == n.std.size(), ValueError, what,
@@ -98,6 +124,81 @@ Metadata classifier_metadata(const std::string& dataset, const data::Normalizati
   check_normalization(normalization, "classifier_metadata");
   return {{kDatasetKey, dataset},
           {kNormalizationKey, nlohmann::json{{"mean", normalization.mean}, {"std", normalization.std}}.dump()}};
+}
+
+Metadata image_folder_metadata(const std::vector<std::string>& classes, const Shape& sample,
+                               const data::Normalization& normalization) {
+  check_normalization(normalization, "image_folder_metadata");
+  WEFT_CHECK(sample.size() == 3 && std::ssize(normalization.mean) == sample[0], ValueError, "image_folder_metadata: ",
+             "expected a sample [C, H, W] of ", normalization.mean.size(), " channels, got ", shape_str(sample));
+  return {{kDatasetKey, kImageFolderDataset},
+          {kClassesKey, nlohmann::json(classes).dump()},
+          {kInputShapeKey, nlohmann::json(sample).dump()},
+          {kNormalizationKey, nlohmann::json{{"mean", normalization.mean}, {"std", normalization.std}}.dump()}};
+}
+
+Metadata table_metadata(const TableSchema& table) {
+  const data::Standardization& s = table.standardization;
+  WEFT_CHECK(s.mean.size() == table.features.size() && s.std.size() == table.features.size(), ValueError,
+             "table_metadata: expected one mean and one std per feature (", table.features.size(), "), found ",
+             s.mean.size(), " and ", s.std.size());
+  return {{kDatasetKey, kTableDataset},
+          {kClassesKey, nlohmann::json(table.classes).dump()},
+          {kInputShapeKey, nlohmann::json(Shape{static_cast<int64_t>(table.features.size())}).dump()},
+          {kTableKey, nlohmann::json{{"label", table.label}, {"features", table.features}, {"mean", s.mean},
+                                     {"std", s.std}}.dump()}};
+}
+
+std::optional<TableSchema> saved_table(const Metadata& metadata, const std::string& file) {
+  auto it = metadata.find(kTableKey);
+  if (it == metadata.end()) return std::nullopt;
+  const std::string where = str(file, ": ", kTableKey);
+  const nlohmann::json j = io::parse_json(it->second, where);
+  TableSchema table;
+  const nlohmann::json& label = io::json_field(j, "label", where);
+  WEFT_CHECK(label.is_string(), FormatError, where, ": \"label\" must be a string, found ", io::json_excerpt(label));
+  table.label = label.get<std::string>();
+  table.features = string_list(io::json_field(j, "features", where), where + " \"features\"");
+  table.standardization.mean = finite_list(io::json_field(j, "mean", where), where + " \"mean\"");
+  table.standardization.std = finite_list(io::json_field(j, "std", where), where + " \"std\"");
+  const size_t features = table.features.size();
+  WEFT_CHECK(features > 0 && table.standardization.mean.size() == features && table.standardization.std.size() == features,
+             FormatError, where, ": expected a mean and a std for each of its ", features, " features");
+  for (float s : table.standardization.std)
+    WEFT_CHECK(s > 0, FormatError, where, ": \"std\" must be positive, found ", s);
+  std::optional<std::vector<std::string>> classes = saved_classes(metadata, file);
+  WEFT_CHECK(classes.has_value(), FormatError, file, ": ", kTableKey, " without ", kClassesKey);
+  table.classes = *classes;
+  return table;
+}
+
+std::optional<std::vector<std::string>> saved_classes(const Metadata& metadata, const std::string& file) {
+  auto it = metadata.find(kClassesKey);
+  if (it == metadata.end()) return std::nullopt;
+  const std::string where = str(file, ": ", kClassesKey);
+  std::vector<std::string> classes = string_list(io::parse_json(it->second, where), where);
+  WEFT_CHECK(classes.size() >= 2, FormatError, where, ": expected at least two class names, found ", classes.size());
+  return classes;
+}
+
+nn::ClassifierShape saved_classifier_shape(const Metadata& metadata, const std::string& file) {
+  auto it = metadata.find(kInputShapeKey);
+  if (it == metadata.end()) return {};
+  const std::string where = str(file, ": ", kInputShapeKey);
+  const nlohmann::json j = io::parse_json(it->second, where);
+  nn::ClassifierShape shape;
+  shape.input.clear();
+  if (j.is_array() && (j.size() == 1 || j.size() == 3))
+    for (const nlohmann::json& size : j)
+      if (size.is_number_integer() && size.get<int64_t>() >= 1 && size.get<int64_t>() <= kMaxSampleElements)
+        shape.input.push_back(size.get<int64_t>());
+  WEFT_CHECK(!shape.input.empty() && shape.input.size() == j.size() && numel(shape.input) <= kMaxSampleElements, FormatError, where,
+             ": must be [C, H, W] or [F], positive sizes of at most ", kMaxSampleElements, " elements in all, found ",
+             io::json_excerpt(j));
+  std::optional<std::vector<std::string>> classes = saved_classes(metadata, file);
+  WEFT_CHECK(classes.has_value(), FormatError, file, ": ", kInputShapeKey, " without ", kClassesKey);
+  shape.classes = std::ssize(*classes);
+  return shape;
 }
 
 Metadata class_distribution_metadata(const Tensor& labels, int64_t classes) {

@@ -3,10 +3,16 @@
 // sides cannot drift apart.
 //
 //   weft.model          mlp | cnn | gpt: the architecture (nn/models.h, nn/gpt.h)
-//   weft.dataset        classifiers: fashion-mnist | mnist, the data set trained on (its labels)
-//   weft.normalization  classifiers: {"mean": [m_0, ...], "std": [s_0, ...]}, one entry per channel,
-//                       in units of pixel / 255: the model's input is (x / 255 - m_c) / s_c for a
-//                       u8 pixel x of channel c, exactly as data::ImageDataset computes it
+//   weft.dataset        classifiers: fashion-mnist | mnist, the data set trained on (its labels), or
+//                       image-folder | table for a user's own data (weft train --data)
+//   weft.normalization  image classifiers: {"mean": [m_0, ...], "std": [s_0, ...]}, one entry per
+//                       channel, in units of pixel / 255: the model's input is (x / 255 - m_c) / s_c
+//                       for a u8 pixel x of channel c, exactly as data::ImageDataset computes it
+//   weft.classes        own data: ["cat", "dog", ...], the class names by class id
+//   weft.input_shape    own data: one sample as the model takes it, [C, H, W] or [F] for a table
+//   weft.table          tables: {"label": column, "features": [column, ...], "mean": [...],
+//                       "std": [...]}: the model's input is (x_f - mean_f) / std_f for feature f,
+//                       the columns read by name (data::TableDataset)
 //   weft.class_distribution  classifiers: [p_0, ...], the fraction of the test set in each class
 //                       (what a server compares its recent predictions with: drift)
 //   weft.gpt            GPTs: {"layers", "heads", "dim", "context", "vocab", "dropout"}
@@ -27,8 +33,10 @@
 #include "weft/core/shape.h"
 #include "weft/core/tensor.h"
 #include "weft/data/dataset.h"
+#include "weft/data/table.h"
 #include "weft/data/tokenizer.h"
 #include "weft/nn/gpt.h"
+#include "weft/nn/models.h"
 
 namespace weft::infer {
 
@@ -60,6 +68,34 @@ Metadata classifier_metadata(const std::string& dataset);
 Metadata classifier_metadata(const std::string& dataset, const data::Normalization& normalization);
 // weft.normalization of `metadata`, or nullopt when it has none; malformed → FormatError naming `file`.
 std::optional<data::Normalization> saved_normalization(const Metadata& metadata, const std::string& file);
+
+// A user's own data (weft train --data): weft.dataset's two values beside the built-in data sets.
+inline constexpr const char* kImageFolderDataset = "image-folder";
+inline constexpr const char* kTableDataset = "table";
+
+// weft.dataset image-folder, weft.classes, weft.input_shape ([C, H, W]) and weft.normalization
+// (C means and positive stds, ValueError otherwise).
+Metadata image_folder_metadata(const std::vector<std::string>& classes, const Shape& sample,
+                               const data::Normalization& normalization);
+
+// A table's columns and the training split's statistics, which the model's input depends on.
+struct TableSchema {
+  std::string label;
+  std::vector<std::string> features;
+  std::vector<std::string> classes;
+  data::Standardization standardization;  // one mean and one positive std per feature
+};
+// weft.dataset table, weft.classes, weft.input_shape ([F]) and weft.table.
+Metadata table_metadata(const TableSchema& table);
+// weft.table of `metadata`, or nullopt when it has none; malformed → FormatError naming `file`.
+std::optional<TableSchema> saved_table(const Metadata& metadata, const std::string& file);
+
+// What a classifier checkpoint's model takes and predicts: weft.input_shape and the count of
+// weft.classes for own data; for the built-in data sets (and checkpoints that say neither) the
+// default nn::ClassifierShape. Malformed → FormatError naming `file`.
+nn::ClassifierShape saved_classifier_shape(const Metadata& metadata, const std::string& file);
+// weft.classes, or nullopt when the checkpoint has none (a built-in data set: its labels).
+std::optional<std::vector<std::string>> saved_classes(const Metadata& metadata, const std::string& file);
 
 // weft.class_distribution of the labels (i64 [N], ids below `classes`): each class's fraction.
 Metadata class_distribution_metadata(const Tensor& labels, int64_t classes);

@@ -191,6 +191,10 @@ struct Server::Model {
 
   // Two test images of each class from `dir` ("": the model's data set's own, infer::image_data_dir).
   void find_examples(const std::string& dir) {
+    if (loaded.dataset == infer::kImageFolderDataset) {
+      no_examples = "it was trained on an image folder, which the server does not read";
+      return;
+    }
     try {
       const data::ImageDataset test =
           data::load_mnist_idx(infer::image_data_dir(loaded.dataset, dir), false, loaded.normalization);
@@ -246,6 +250,9 @@ Server::Server(const std::vector<ModelSpec>& specs, ServeOptions options) : opti
   for (const ModelSpec& spec : specs) {
     auto m = std::make_unique<Model>();
     m->loaded = infer::load_model(spec.path);
+    // /predict reads pixels; a table's features would need another route.
+    WEFT_CHECK(!m->loaded.table, ValueError, spec.path, " holds a classifier of CSV rows; weft serve serves image "
+               "classifiers and GPTs (load it in Python, or evaluate it with weft eval --data)");
     m->name = spec.name.empty() ? nn::model_kind_name(m->loaded.kind) : spec.name;
     WEFT_CHECK(names.insert(m->name).second, ValueError, "--checkpoint: two models named '", m->name,
                "'; name them: --checkpoint NAME=PATH");

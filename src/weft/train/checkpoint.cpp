@@ -416,7 +416,7 @@ void consolidate_checkpoint(const std::string& dir, const std::string& out_file)
              "'; expected mlp, cnn or gpt (a checkpoint weft wrote)");
   std::shared_ptr<nn::Module> model;
   if (model_kind == nn::ModelKind::gpt) model = std::make_shared<nn::GPT>(infer::read_saved_gpt(dir).config);
-  else model = nn::make_image_classifier(*model_kind);
+  else model = nn::make_image_classifier(*model_kind, infer::saved_classifier_shape(merged.metadata, index));
   nn::StateDict weights;
   for (const auto& [name, tensor] : merged.tensors) weights.insert(name, tensor);
   infer::check_fit(*model, model_name, weights, index);

@@ -9,11 +9,18 @@
 #include "weft/core/flag_value.h"
 #include "weft/infer/metadata.h"
 #include "weft/io/atomic_file.h"
+#include "weft/io/input_file.h"
 #include "weft/nn/gpt.h"
+#include "weft/nn/models.h"
 
 namespace weft::train {
 
 namespace {
+
+template <typename T>
+constexpr bool kIsOptional = false;
+template <typename T>
+constexpr bool kIsOptional<std::optional<T>> = true;
 
 template <typename T>
 nlohmann::json or_null(const std::optional<T>& value) {
@@ -46,6 +53,8 @@ bool has_part(const std::string& parallel, std::string_view part) {
 }
 
 }  // namespace
+
+bool ImageOptions::is_table() const { return own_data() && !io::is_directory(data); }
 
 int TrainOptions::zero_stage() const {
   for (int stage = 1; stage <= 3; ++stage)
@@ -151,7 +160,8 @@ void TrainOptions::validate() const {
   check_flag("--threads", threads, {.min = 0, .max = kMaxThreads});
   check_flag("--prefetch", prefetch, {.min = 0, .max = kMaxThreads});
   check_choice("--dataset", image.dataset, {"fashion-mnist", "mnist"});
-  if (is_image_task()) infer::image_data_dir(image.dataset, image.data_dir);
+  if (is_image_task() && !image.own_data()) infer::image_data_dir(image.dataset, image.data_dir);
+  validate_own_data();
   if (text.layers) check_flag("--layers", *text.layers, {.min = 1, .max = nn::kMaxGptLayers});
   const std::pair<const char*, const std::optional<int64_t>&> sizes[] = {
       {"--heads", text.heads}, {"--dim", text.dim}, {"--context", text.context}, {"--vocab", text.vocab}};
@@ -171,6 +181,55 @@ void TrainOptions::validate() const {
   check_flag("--dropout", text.dropout, {.min = 0, .max = 1, .max_open = true});
   check_flag("--val-fraction", text.val_fraction, {.min = 0, .max = 1, .max_open = true});
   check_flag("--eval-windows", text.eval_windows, {.min = 0});
+}
+
+void TrainOptions::validate_own_data() const {
+  const char* image_flag = !image.image_size.empty() ? "--image-size"
+                           : image.channels != 0     ? "--channels"
+                           : !image.normalize.empty() ? "--normalize"
+                                                      : nullptr;
+  if (!is_image_task() || !image.own_data()) {
+    const char* flag = image_flag                   ? image_flag
+                       : !image.label_column.empty() ? "--label-column"
+                       : image.val_fraction         ? "--val-fraction"
+                                                    : nullptr;
+    WEFT_CHECK(!flag, ValueError, flag, ": is a flag of --data (a folder of images or a CSV table)",
+               is_image_task() ? str(", not of --dataset ", image.dataset) : str(" for --model mlp or cnn"));
+    return;
+  }
+  if (image.val_fraction)
+    check_flag("--val-fraction", *image.val_fraction, {.min = 0, .max = 1, .min_open = true, .max_open = true});
+  if (image.is_table()) {
+    WEFT_CHECK(!image_flag, ValueError, image_flag, ": is a flag of image folders; --data ", image.data,
+               " is a file, read as a CSV table");
+    WEFT_CHECK(model == nn::ModelKind::mlp, ValueError, "--model ", nn::model_kind_name(model), ": takes images; --data ",
+               image.data, " is a file, read as a CSV table, whose rows the mlp takes (--model mlp)");
+    return;
+  }
+  WEFT_CHECK(image.label_column.empty(), ValueError, "--label-column: is a flag of CSV tables; --data ", image.data,
+             " is a folder of images");
+  if (!image.image_size.empty()) {
+    WEFT_CHECK(image.image_size.size() == 2, ValueError, "--image-size: must be HxW, got ", image.image_size.size(),
+               " sizes");
+    for (int64_t side : image.image_size) check_flag("--image-size", side, {.min = 1, .max = kMaxImageSide});
+    if (model == nn::ModelKind::cnn)
+      WEFT_CHECK(image.image_size[0] >= nn::kCnnMinSide && image.image_size[1] >= nn::kCnnMinSide, ValueError,
+                 "--image-size: the cnn takes images of at least ", nn::kCnnMinSide, "x", nn::kCnnMinSide, ", got '",
+                 image.image_size[0], "x", image.image_size[1], "'");
+  }
+  WEFT_CHECK(image.channels == 0 || image.channels == 1 || image.channels == 3, ValueError,
+             "--channels: must be 1 (grey) or 3 (RGB), got '", image.channels, "'");
+  if (!image.normalize.empty()) {
+    const size_t count = image.normalize.size();
+    WEFT_CHECK(count % 2 == 0 && (image.channels == 0 || std::ssize(image.normalize) == 2 * image.channels) &&
+                   (count == 2 || count == 6),
+               ValueError, "--normalize: must be the channels' means then their stds, ",
+               image.channels == 3 ? "6 numbers" : image.channels == 1 ? "2 numbers" : "2 or 6 numbers",
+               " (MEAN,STD or R,G,B means then R,G,B stds), got ", count);
+    for (size_t i = 0; i < count; ++i)
+      check_flag("--normalize", image.normalize[i], i < count / 2 ? Accepts<double>{.min = -1e6, .max = 1e6}
+                                                                  : Accepts<double>{.min = 0, .max = 1e6, .min_open = true});
+  }
 }
 
 // POSIX's regcomp rather than std::regex: GCC 12's <regex> trips -Wmaybe-uninitialized in the
@@ -194,8 +253,7 @@ void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::functio
     if (given(flag) || !saved.contains(key) || saved[key].is_null()) return;
     using Field = std::remove_reference_t<decltype(field)>;
     try {
-      if constexpr (requires { typename Field::value_type; } && !std::is_same_v<Field, std::string> &&
-                    !std::is_same_v<Field, std::vector<std::string>>)
+      if constexpr (kIsOptional<Field>)
         field = saved[key].template get<typename Field::value_type>();  // a std::optional
       else
         field = saved[key].template get<Field>();
@@ -241,6 +299,12 @@ void TrainOptions::inherit_unset(const nlohmann::json& saved, const std::functio
   if (is_image_task()) {
     take("--dataset", "dataset", image.dataset);
     take("--data-dir", "data_dir", image.data_dir);
+    take("--data", "data", image.data);
+    take("--image-size", "image_size", image.image_size);
+    take("--channels", "channels", image.channels);
+    take("--normalize", "normalize", image.normalize);
+    take("--label-column", "label_column", image.label_column);
+    take("--val-fraction", "val_fraction", image.val_fraction);
   } else {
     take("--data", "data", text.data);
     take("--val-fraction", "val_fraction", text.val_fraction);
@@ -261,10 +325,14 @@ nlohmann::json TrainOptions::agreed_across_ranks() const {
           {"--eval-every", or_null(eval_every)}, {"--out", out_dir}, {"--resume", resume_dir}, {"--async-save", async_save},
           {"--init-from", init_from}, {"--freeze", freeze}, {"--reinit", reinit},
           {"--seed", seed},
-          {"--dataset", image.dataset}, {"--data-dir", image.data_dir}, {"--layers", or_null(text.layers)},
+          {"--dataset", image.dataset}, {"--data-dir", image.data_dir}, {"--image-size", image.image_size},
+          {"--channels", image.channels}, {"--normalize", image.normalize}, {"--label-column", image.label_column},
+          {"--layers", or_null(text.layers)},
           {"--heads", or_null(text.heads)}, {"--dim", or_null(text.dim)}, {"--context", or_null(text.context)},
           {"--vocab", or_null(text.vocab)}, {"--dropout", text.dropout}, {"--tokenizer", text.tokenizer},
-          {"--data", text.data}, {"--val-fraction", text.val_fraction}, {"--eval-windows", text.eval_windows}});
+          {"--data", is_image_task() ? nlohmann::json(image.data) : nlohmann::json(text.data)},
+          {"--val-fraction", is_image_task() ? or_null(image.val_fraction) : nlohmann::json(text.val_fraction)},
+          {"--eval-windows", text.eval_windows}});
 }
 
 nlohmann::json TrainOptions::to_json() const {
@@ -281,7 +349,14 @@ nlohmann::json TrainOptions::to_json() const {
                       {"memory_limit", memory_limit}, {"eval_every", or_null(eval_every)}, {"seed", seed},
                       {"threads", threads}, {"profile_trace", profile_trace}, {"init_from", init_from},
                       {"freeze", freeze}, {"reinit", reinit}};
-  if (is_image_task()) {
+  if (is_image_task() && image.own_data()) {
+    j["data"] = image.data;
+    j["image_size"] = image.image_size;
+    j["channels"] = image.channels;
+    j["normalize"] = image.normalize;
+    j["label_column"] = image.label_column;
+    j["val_fraction"] = or_null(image.val_fraction);
+  } else if (is_image_task()) {
     j["dataset"] = image.dataset;
     j["data_dir"] = infer::image_data_dir(image.dataset, image.data_dir);
   } else {

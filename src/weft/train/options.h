@@ -32,10 +32,28 @@ inline constexpr int64_t kMaxCount = int64_t{1} << 30;    // a batch, a GPT's si
 // hardware threads here, and far below the 100000 at which weft crashed (SIGSEGV) starting them.
 inline constexpr int kMaxThreads = 1024;
 
-// --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files).
+// The largest side --image-size takes: far above any image a classifier here is trained on.
+inline constexpr int64_t kMaxImageSide = 16384;
+
+// --model mlp | cnn: a classifier of 28x28 grey images (Fashion-MNIST or MNIST in IDX files), or
+// of the user's own data (--data): a folder of images, one subfolder per class
+// (data/image_folder.h), or a CSV table (data/table.h) for the mlp (docs/data.md).
 struct ImageOptions {
   std::string dataset = "fashion-mnist";  // fashion-mnist | mnist: the files read and their normalisation
   std::string data_dir;                   // "": the data set's own (infer::image_data_dir)
+  // --data: a folder (images) or a file (a CSV table) instead of --dataset; "": --dataset.
+  std::string data;
+  std::vector<int64_t> image_size;  // --image-size HxW: {H, W}; empty: the images' own (all alike)
+  int64_t channels = 0;             // --channels 1 | 3; 0: 3 when any image is in colour, else 1
+  std::vector<double> normalize;    // --normalize: C means, then C stds (of pixel / 255); empty: measured
+  std::string label_column;         // a table's; "": its last column
+  // Held out of each class for evaluation, drawn by --seed (data/split.h), when the data has no
+  // held-out part of its own (a folder's train/ and test/ or val/). Unset: kDefaultValFraction.
+  std::optional<double> val_fraction;
+  static constexpr double kDefaultValFraction = 0.1;
+
+  bool own_data() const { return !data.empty(); }
+  bool is_table() const;  // --data names something other than a folder
 };
 
 // --model gpt: a GPT learning the next token of a text corpus (docs/gpt.md).
@@ -160,6 +178,8 @@ struct TrainOptions {
   // Every field against what its flag accepts: ValueError naming the first flag that is not. The
   // CLI calls it as soon as the flags are parsed, train() before it reads anything.
   void validate() const;
+  // validate()'s part for --data's own data and the flags that only it takes.
+  void validate_own_data() const;
   nlohmann::json to_json() const;
   // What every rank of a launch must be given alike, as [flag, value] pairs (null: not given), in
   // the order of the fields above; train() refuses a launch whose ranks differ in one, naming it.
