@@ -25,9 +25,12 @@ def _flags(**options):
 
 
 def fit(model, data="fashion-mnist", *, log=True, **options):
-    """Trains ``model`` (a ``weft.nn.Module`` whose forward takes a batch of images [N, 1, 28, 28]
-    and returns logits [N, classes]) on ``data``, one of ``DATASETS``, with the trainer of
-    ``weft train``.
+    """Trains ``model`` (a ``weft.nn.Module`` whose forward takes a batch of inputs and returns
+    logits [N, classes]) on ``data`` with the trainer of ``weft train``. ``data`` is one of
+    ``DATASETS`` (images [N, 1, 28, 28], 10 classes) or, as ``weft train --data`` takes it, a folder
+    of images with one subfolder per class (PNG, JPEG; images [N, C, H, W]) or a CSV table (rows of
+    features [N, F]); ``image_size``, ``channels``, ``normalize``, ``label_column`` and
+    ``val_fraction`` say how to read it.
 
     ``options`` are ``weft train``'s flags as keywords, dashes as underscores (``weft train --help``
     lists them): ``epochs``, ``steps``, ``batch_size``, ``optimizer``, ``lr``, ``schedule``,
@@ -38,6 +41,6 @@ def fit(model, data="fashion-mnist", *, log=True, **options):
     Returns the run's result, the object ``weft train --json`` prints: steps, loss, samples per
     second, test accuracy, the allocator's peak, and with ``profile`` the per-op table.
     """
-    if data not in DATASETS:
-        raise ValueError(f"data: one of {', '.join(DATASETS)}, got {data!r}")
-    return _weft.train.fit(model, ["--model", "cnn", "--dataset", data] + _flags(**options), log)
+    source = ["--dataset", data] if data in DATASETS else ["--data", str(data)]
+    # --model only picks the task here (the classifiers'): mlp's takes tables as well as images.
+    return _weft.train.fit(model, ["--model", "mlp"] + source + _flags(**options), log)

@@ -203,3 +203,26 @@ def test_init_from_with_reinit_takes_a_head_of_another_shape(tmp_path):
     assert not np.array_equal(tuned.head[0].weight.numpy(), fresh_head)  # trained from its fresh values
     with pytest.raises(weft.Error, match="has no 'head.0.weight'"):
         weft.train.fit(WiderHead(), steps=1, init_from=str(tmp_path / "base"), **QUICK)
+
+
+class TableClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(2, 16)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.fc2(weft.relu(self.fc1(x)))
+
+
+def test_fit_takes_weft_train_s_own_data_a_csv_table(tmp_path):
+    rng = np.random.default_rng(0)
+    centres = {"low": (-2.0, 0.0), "mid": (0.0, 2.0), "high": (2.0, 0.0)}
+    rows = ["x,y,kind"] + [f"{cx + rng.normal(0, .3):.4f},{cy + rng.normal(0, .3):.4f},{kind}"
+                           for _ in range(100) for kind, (cx, cy) in centres.items()]
+    (tmp_path / "points.csv").write_text("\n".join(rows) + "\n")
+    weft.manual_seed(0)
+    result = weft.train.fit(TableClassifier(), str(tmp_path / "points.csv"), steps=60, eval_every=0, **QUICK)
+    assert result["test_accuracy"] > 0.95
+    with pytest.raises(ValueError, match="points.csv: no label column .colour.; its columns are .x., .y., .kind."):
+        weft.train.fit(TableClassifier(), str(tmp_path / "points.csv"), steps=1, label_column="colour", **QUICK)
