@@ -44,7 +44,8 @@
 namespace py = pybind11;
 using namespace weft;
 
-void add_train(py::module_& m);  // weft.train (python/train.cpp)
+void add_train(py::module_& m);   // weft.train (python/train.cpp)
+void add_dlpack(py::module_& m);  // __dlpack__ and weft.from_dlpack (python/dlpack.cpp)
 
 namespace {
 
@@ -512,4 +513,5 @@ PYBIND11_MODULE(_weft, m) {
     io::save_safetensors(path, tensors);
   }, py::arg("tensors"), py::arg("path"), "writes (name, tensor) pairs to a .safetensors file, atomically");
   add_train(m);
+  add_dlpack(m);
 }

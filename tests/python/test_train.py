@@ -121,8 +121,9 @@ def test_options_fit_cannot_take_are_refused_with_the_flags_message(options, err
     assert words in str(raised.value)
 
 
-def test_data_it_cannot_read_is_refused():
-    with pytest.raises(ValueError, match="data: one of fashion-mnist, mnist"):
+def test_data_it_cannot_read_is_refused_naming_it():
+    # Neither a data set weft knows nor a folder or table that exists.
+    with pytest.raises(weft.Error, match="cannot open cifar-10: No such file or directory"):
         weft.train.fit(small_mlp(), "cifar-10", **QUICK)
 
 
