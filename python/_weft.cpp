@@ -28,6 +28,7 @@
 #include "weft/io/safetensors.h"
 #include "weft/ops/activation.h"
 #include "weft/ops/arith.h"
+#include "weft/ops/attention.h"
 #include "weft/ops/conv.h"
 #include "weft/ops/embedding.h"
 #include "weft/ops/linear.h"
@@ -297,6 +298,8 @@ PYBIND11_MODULE(_weft, m) {
       .def("t", &Tensor::t)
       .def("unsqueeze", &Tensor::unsqueeze)
       .def("squeeze", &Tensor::squeeze)
+      .def("split", [](const Tensor& t, int64_t size, int64_t dim) { return split(t, size, dim); }, py::arg("split_size"),
+           py::arg("dim") = 0, "views of `split_size` along `dim`, the last smaller when it does not divide")
       .def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
       .def("expand", [](const Tensor& t, const py::args& shape) { return t.expand(shape_from(shape)); })
       .def("__getitem__", &index_tensor)
@@ -404,6 +407,13 @@ PYBIND11_MODULE(_weft, m) {
         },
         py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
         py::arg("eps") = 1e-5);
+  m.def("scaled_dot_product_attention",
+        [](const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, std::optional<double> scale) {
+          return scaled_dot_product_attention(q, k, v, is_causal, scale.value_or(0));
+        },
+        py::arg("query"), py::arg("key"), py::arg("value"), py::arg("is_causal") = false, py::arg("scale") = py::none(),
+        "softmax(q k^T * scale) v, scale 1/sqrt(head dim) unless given; the fused kernel, which never builds the "
+        "[Tq, Tk] scores");
   m.def("embedding", [](const Tensor& indices, const Tensor& weight) { return embedding(indices, weight); },
         py::arg("input"), py::arg("weight"));
   m.def("dropout", [](const Tensor& x, double p, bool training) { return dropout(x, p, training); }, py::arg("input"),

@@ -85,10 +85,11 @@ class PythonModel : public MirroredModule {
   bool training_in_python_;
 };
 
-py::object fit(py::object model, const std::vector<std::string>& args, bool log) {
+// `name`: what checkpoints call the model ("": python_model_name's).
+py::object fit(py::object model, const std::vector<std::string>& args, bool log, const std::string& name) {
   const train::TrainOptions options = cli::parse_train_flags(args);
   const auto mirror = std::make_shared<PythonModel>(model);
-  const train::CustomModel custom{mirror, python_model_name(model)};
+  const train::CustomModel custom{mirror, name.empty() ? python_model_name(model) : name};
   py::module_::import("sys").attr("stdout").attr("flush")();
   std::ostream nowhere(nullptr);
   train::TrainResult result;
@@ -107,7 +108,7 @@ py::object fit(py::object model, const std::vector<std::string>& args, bool log)
 
 void add_train(py::module_& m) {
   py::module_ t = m.def_submodule("train", "the trainer of weft train, for models defined in Python");
-  t.def("fit", &fit, py::arg("model"), py::arg("args"), py::arg("log") = true,
+  t.def("fit", &fit, py::arg("model"), py::arg("args"), py::arg("log") = true, py::arg("name") = "",
         "trains `model` as `weft train ARGS` would train one of weft's models; returns the run's result");
   t.def("rank", [] { return dist::world().rank; }, "this process's rank in an mpirun launch (0 without one)");
   t.def("world_size", [] { return dist::world().size; }, "the launch's number of processes (1 without mpirun)");

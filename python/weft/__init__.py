@@ -7,7 +7,7 @@ from ._weft import (Error, Tensor, arange, cat, cross_entropy, empty, exp, from_
                     is_grad_enabled, linear, log, log_softmax, manual_seed, matmul, mean, ones, rand, randn,
                     relu, set_grad_enabled, sigmoid, softmax, stack, sum, tanh, tensor, zeros)
 from ._weft import (adaptive_avg_pool2d, avg_pool2d, conv2d, dropout, dtype, embedding, layer_norm, max_pool2d,
-                    mse_loss, load, amp, from_dlpack)
+                    mse_loss, load, amp, from_dlpack, scaled_dot_product_attention)
 from . import _weft, nn, optim, train
 
 f64, f32, f16, bf16 = dtype.f64, dtype.f32, dtype.f16, dtype.bf16

@@ -132,6 +132,18 @@ class Module:
     def eval(self):
         return self.train(False)
 
+    def to(self, dtype):
+        """Every parameter and floating buffer as ``dtype``, in place of the old ones (new leaves, so an
+        optimizer made before must be made again), as ``torch.nn.Module.to``."""
+        for module in self.modules():
+            for name, p in list(module._parameters.items()):
+                if p is not None:
+                    module._parameters[name] = Parameter(p.to(dtype))
+            for name, b in list(module._buffers.items()):
+                if b is not None and b.dtype in _FLOATING:
+                    module._buffers[name] = b.to(dtype)
+        return self
+
     def zero_grad(self):
         for p in self.parameters():
             p.grad = None
@@ -178,6 +190,9 @@ class _no_grad:
     def __exit__(self, *exc):
         _weft.set_grad_enabled(self._previous)
         return False
+
+
+_FLOATING = (_weft.dtype.f64, _weft.dtype.f32, _weft.dtype.f16, _weft.dtype.bf16)
 
 
 def _uniform(shape, bound):
@@ -331,3 +346,115 @@ class Sequential(Module):
         for module in self._modules.values():
             x = module(x)
         return x
+
+
+# The GPT: GPT-2 (Radford et al. 2019) as ``weft train --model gpt`` builds it in C++, with the same
+# parameter names, shapes and initialisation, so a checkpoint of either loads into the other
+# (``model.load_state_dict(weft.load("run/model.safetensors"))``, a GPT-2 that ``weft import gpt2``
+# wrote included). Written here in Python over weft's ops, its blocks can be changed as any Module.
+
+
+def _normal(shape, std):
+    return Parameter(_weft.randn(*shape) * std)
+
+
+def _gpt_linear(in_features, out_features, std=0.02, bias=True):
+    """A Linear initialised as GPT-2's: weight ~ N(0, std), bias zero."""
+    layer = Linear(in_features, out_features, bias)
+    layer.weight = _normal((out_features, in_features), std)
+    if bias:
+        layer.bias = Parameter(_weft.zeros(out_features))
+    return layer
+
+
+class MultiheadAttention(Module):
+    """Causal self-attention, x [B, T, dim] -> [B, T, dim]: one projection c_attn to q, k and v side
+    by side, weft's fused attention over ``num_heads`` heads, the output projection c_proj, then
+    dropout (training only). ``proj_std``: c_proj's initial spread (GPT-2 scales it by depth)."""
+
+    def __init__(self, dim, num_heads, dropout=0.0, bias=True, proj_std=0.02):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f"MultiheadAttention: {num_heads} heads do not divide the width {dim}")
+        self.dim, self.num_heads = dim, num_heads
+        self.c_attn = _gpt_linear(dim, 3 * dim, bias=bias)
+        self.c_proj = _gpt_linear(dim, dim, std=proj_std, bias=bias)
+        self.resid_dropout = Dropout(dropout)
+
+    def forward(self, x):
+        if x.ndim != 3 or x.shape[2] != self.dim:
+            raise ValueError(f"MultiheadAttention({self.dim}): expected x [B, T, {self.dim}], got {list(x.shape)}")
+        B, T, _ = x.shape
+        q, k, v = (t.view(B, T, self.num_heads, self.dim // self.num_heads).transpose(1, 2)
+                   for t in self.c_attn(x).split(self.dim, 2))
+        y = _weft.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, self.dim)))
+
+    def extra_repr(self):
+        return f"dim={self.dim}, num_heads={self.num_heads}"
+
+
+class FeedForward(Module):
+    """Linear(dim, hidden) -> GELU (tanh) -> Linear(hidden, dim) -> Dropout."""
+
+    def __init__(self, dim, hidden, dropout=0.0, bias=True, proj_std=0.02):
+        super().__init__()
+        self.c_fc = _gpt_linear(dim, hidden, bias=bias)
+        self.gelu = GELU("tanh")
+        self.c_proj = _gpt_linear(hidden, dim, std=proj_std, bias=bias)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class TransformerBlock(Module):
+    """Pre-LN: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))."""
+
+    def __init__(self, dim, num_heads, mlp_ratio=4, dropout=0.0, bias=True, proj_std=0.02):
+        super().__init__()
+        self.ln_1 = LayerNorm(dim)
+        self.attn = MultiheadAttention(dim, num_heads, dropout, bias, proj_std)
+        self.ln_2 = LayerNorm(dim)
+        self.mlp = FeedForward(dim, mlp_ratio * dim, dropout, bias, proj_std)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(Module):
+    """tokens i64 [B, T] (T <= context) -> logits [B, T, vocab]:
+    dropout(wte(tokens) + wpe(0..T-1)) -> blocks h.0 .. h.{layers-1} -> ln_f -> x wte.weight^T.
+
+    The output projection is the token embedding's weight (tied, one parameter). The defaults are
+    ``weft train --model gpt``'s. Weights start as GPT-2's: N(0, 0.02), biases zero, and the two
+    projections into the residual stream N(0, 0.02 / sqrt(2 layers)), so its variance does not grow
+    with depth."""
+
+    def __init__(self, layers=4, heads=4, dim=128, context=128, vocab=256, dropout=0.0):
+        super().__init__()
+        for name, value in (("layers", layers), ("heads", heads), ("dim", dim), ("context", context), ("vocab", vocab)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"GPT: {name} must be a positive integer, got {value!r}")
+        if dim % heads:
+            raise ValueError(f"GPT: {heads} heads do not divide the width {dim}")
+        self.layers, self.heads, self.dim, self.context, self.vocab = layers, heads, dim, context, vocab
+        self.wte = Embedding(vocab, dim)
+        self.wpe = Embedding(context, dim)
+        for table in (self.wte, self.wpe):
+            table.weight = _normal(table.weight.shape, 0.02)
+        self.drop = Dropout(dropout)
+        proj_std = 0.02 / math.sqrt(2 * layers)
+        self.h = Sequential(*(TransformerBlock(dim, heads, dropout=dropout, proj_std=proj_std) for _ in range(layers)))
+        self.ln_f = LayerNorm(dim)
+
+    def forward(self, tokens):
+        if tokens.ndim != 2 or not 1 <= tokens.shape[1] <= self.context:
+            raise ValueError(f"GPT: expected tokens [B, T] with 1 <= T <= {self.context} (the context), "
+                             f"got {list(tokens.shape)}")
+        x = self.drop(self.wte(tokens) + self.wpe(_weft.arange(tokens.shape[1])))
+        return _weft.linear(self.ln_f(self.h(x)), self.wte.weight)
+
+    def extra_repr(self):
+        return f"layers={self.layers}, heads={self.heads}, dim={self.dim}, context={self.context}, vocab={self.vocab}"
