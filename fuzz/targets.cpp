@@ -14,6 +14,7 @@
 #include "weft/infer/metadata.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/safetensors.h"
+#include "weft/io/torch_checkpoint.h"
 #include "weft/net/http.h"
 #include "weft/nn/models.h"
 #include "weft/core/random.h"
@@ -191,6 +192,16 @@ bool read_safetensors(std::string_view bytes) {
   bool whole = accepted([&] {
     io::SafetensorsFile file = io::load_safetensors(path);
     for (const auto& [name, tensor] : file.tensors) touch(tensor);
+  });
+  return header && whole;
+}
+
+bool read_torch_checkpoint(std::string_view bytes) {
+  const std::string path = scratch().file("pytorch_model.bin");
+  write(path, bytes);
+  bool header = accepted([&] { io::read_torch_state_dict_header(path); });
+  bool whole = accepted([&] {
+    for (const auto& [name, tensor] : io::load_torch_state_dict(path)) touch(tensor);
   });
   return header && whole;
 }

@@ -8,6 +8,9 @@
 //   safetensors  load_safetensors and read_safetensors_header of the bytes as a .safetensors file
 //   idx          read_idx of the bytes (plain or gzip)
 //   token_shard  read_token_shard, then a TokenDataset's first and last windows when it has any
+//   torch_checkpoint  read_torch_state_dict_header and load_torch_state_dict of the bytes as a
+//                torch.save file (pytorch_model.bin); its seeds are files PyTorch wrote
+//                (tests/io/torch_files.py)
 //   checkpoint   load_checkpoint of a checkpoint (a Linear(3, 2) and its AdamW state) whose
 //                trainer.json is the bytes up to the first NUL and, when there is a NUL, whose
 //                optimizer.safetensors is the rest
@@ -32,6 +35,7 @@ bool read_safetensors(std::string_view bytes);
 bool read_idx(std::string_view bytes);
 bool read_token_shard(std::string_view bytes);
 bool read_checkpoint(std::string_view bytes);
+bool read_torch_checkpoint(std::string_view bytes);
 bool answer_http(std::string_view bytes);
 
 // The checkpoint target's valid input: the trainer.json of the checkpoint it edits, a NUL, and
@@ -46,6 +50,7 @@ inline constexpr Target kTargets[] = {{"safetensors", read_safetensors},
                                       {"idx", read_idx},
                                       {"token_shard", read_token_shard},
                                       {"checkpoint", read_checkpoint},
+                                      {"torch_checkpoint", read_torch_checkpoint},
                                       {"http", answer_http}};
 
 // For fuzz_<name>.cpp: libFuzzer's argument types.

@@ -162,8 +162,9 @@ TEST_F(Gpt2Cli, RefusesWeightsThatDoNotFitTheConfig) {
 
   fs::remove(hf() + "/model.safetensors");
   write_file(hf() + "/pytorch_model.bin", "PK");
-  expect_refused("holds pytorch_model.bin (PyTorch's pickles, which weft does not read) and no model.safetensors; "
-                 "convert it");
+  expect_refused("pytorch_model.bin: not a zip archive, as torch.save writes");
+  fs::remove(hf() + "/pytorch_model.bin");
+  expect_refused("no model.safetensors nor pytorch_model.bin (expected a GPT-2 in Hugging Face's layout)");
 }
 
 TEST_F(Gpt2Cli, RefusesMalformedTokenizerFiles) {

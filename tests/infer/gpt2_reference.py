@@ -12,6 +12,9 @@ checks weft against what it writes:
       c_attn.weight", Conv1D weights [in, out]), with lm_head.weight and the attention's mask
       buffers as older checkpoints hold them; its byte-level BPE vocabulary of 300 tokens: the
       256 bytes, 43 merges learned below from a small text, and <|endoftext|>
+  OUT/hf-bin/   the same model as save_pretrained(safe_serialization=False) writes it: the same
+      files but pytorch_model.bin (torch.save of the state dict, lm_head.weight sharing
+      wte.weight's storage) in place of model.safetensors
   OUT/reference.safetensors
       "tokens" (i64 [T]: ENCODED_TEXT as the encoder below encodes it) and "logits" (f64 [T, 300]:
       the model's logits for them, computed in float64 from the float32 weights)
@@ -25,10 +28,12 @@ form, layer norms with eps 1e-5, the head tied to wte), not from weft's code; th
 OpenAI's encoder.py (bytes_to_unicode, the same pattern through the `regex` module, merges by
 rank). The safetensors file is written by hand: the `safetensors` package is not installed here.
 """
+import collections
 import json
 import math
 import os
 import random
+import shutil
 import struct
 import sys
 
@@ -248,6 +253,11 @@ def main():
               "eos_token_id": len(tokens) - 1}
     with open(os.path.join(hf, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
+    hf_bin = os.path.join(out, "hf-bin")
+    shutil.copytree(hf, hf_bin, ignore=shutil.ignore_patterns("model.safetensors"))
+    state = collections.OrderedDict(tensors)
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+    torch.save(state, os.path.join(hf_bin, "pytorch_model.bin"))
 
     ids = encode(ENCODED_TEXT, encoder, ranks)
     assert len(ids) <= CONTEXT

@@ -75,6 +75,18 @@ TEST(HuggingFaceGpt2, ImportedLogitsMatchPyTorchs) {
             << largest << ")\n";
 }
 
+// The same GPT-2 saved by torch.save as pytorch_model.bin imports to the same checkpoint, byte
+// for byte, as from its model.safetensors.
+TEST(HuggingFaceGpt2, PytorchModelBinImportsAsModelSafetensorsDoes) {
+  testing::TempDir dir;
+  const std::string from_safetensors = imported(dir, reference().file("hf"), "a");
+  const std::string from_bin = imported(dir, reference().file("hf-bin"), "b");
+  ASSERT_FALSE(std::filesystem::exists(reference().file("hf-bin/model.safetensors")));
+  const std::string bytes = file_bytes(from_safetensors + "/model.safetensors");
+  EXPECT_GT(bytes.size(), 100000u);
+  EXPECT_EQ(bytes, file_bytes(from_bin + "/model.safetensors"));
+}
+
 TEST(HuggingFaceGpt2, CheckpointsTokenizerEncodesAsOpenAisEncoder) {
   testing::TempDir dir;
   const infer::LoadedModel loaded = infer::load_model(imported(dir, reference().file("hf"), "checkpoint"));

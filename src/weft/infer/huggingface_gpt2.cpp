@@ -15,6 +15,7 @@
 #include "weft/io/input_file.h"
 #include "weft/io/json.h"
 #include "weft/io/safetensors.h"
+#include "weft/io/torch_checkpoint.h"
 #include "weft/nn/model_kind.h"
 
 namespace weft::infer {
@@ -25,6 +26,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kTorchWeightsFile = "pytorch_model.bin";
 constexpr const char* kPrefix = "transformer.";
 constexpr double kLayerNormEpsilon = 1e-5;
 // A config.json is a few dozen keys; the bound only keeps a wrong file from being read whole.
@@ -127,19 +129,22 @@ Gpt2Model read_huggingface_gpt2(const std::string& dir) {
              "config.json, model.safetensors, vocab.json, merges.txt)");
   Gpt2Model model;
   model.config = read_config(dir);
-  const std::string file = in_dir(dir, kWeightsFile);
+  // model.safetensors, or else PyTorch's pytorch_model.bin (read without running its pickle).
   std::error_code error;
-  if (!fs::exists(file, error)) {
-    WEFT_CHECK(!fs::exists(in_dir(dir, "pytorch_model.bin"), error), ValueError, dir, " holds pytorch_model.bin ",
-               "(PyTorch's pickles, which weft does not read) and no model.safetensors; convert it with "
-               "safetensors' convert.py or save_pretrained(..., safe_serialization=True) and import again");
-    throw IOError(str(dir, ": no ", kWeightsFile, " (expected a GPT-2 in Hugging Face's layout)"));
-  }
+  const bool safetensors = fs::exists(in_dir(dir, kWeightsFile), error);
+  const std::string file = in_dir(dir, safetensors ? kWeightsFile : kTorchWeightsFile);
+  WEFT_CHECK(safetensors || fs::exists(file, error), IOError, dir, ": no ", kWeightsFile, " nor ", kTorchWeightsFile,
+             " (expected a GPT-2 in Hugging Face's layout)");
 
-  // Names and shapes from the header first: nothing is converted before the whole file fits.
-  const io::SafetensorsHeader header = io::read_safetensors_header(file);
-  std::map<std::string, const io::TensorInfo*> by_name;  // without the prefix
-  for (const io::TensorInfo& t : header.tensors) {
+  // Names, dtypes and shapes first: nothing is converted before the whole file fits.
+  std::vector<io::TorchTensorInfo> infos;
+  if (safetensors) {
+    for (const io::TensorInfo& t : io::read_safetensors_header(file).tensors) infos.push_back({t.name, t.dtype, t.shape});
+  } else {
+    infos = io::read_torch_state_dict_header(file);
+  }
+  std::map<std::string, const io::TorchTensorInfo*> by_name;  // without the prefix
+  for (const io::TorchTensorInfo& t : infos) {
     const std::string name = t.name.starts_with(kPrefix) ? t.name.substr(std::strlen(kPrefix)) : t.name;
     WEFT_CHECK(by_name.emplace(name, &t).second, FormatError, file, ": holds '", name, "' both with and without the ",
                "prefix '", kPrefix, "'");
@@ -166,9 +171,8 @@ Gpt2Model read_huggingface_gpt2(const std::string& dir) {
     WEFT_CHECK(mask, FormatError, file, ": holds '", info->name, "', which is not one of GPT-2's tensors");
   }
 
-  const io::SafetensorsFile loaded = io::load_safetensors(file);
   std::map<std::string, Tensor> tensors;
-  for (const auto& [name, t] : loaded.tensors)
+  for (const auto& [name, t] : safetensors ? io::load_safetensors(file).tensors : io::load_torch_state_dict(file))
     tensors.emplace(name.starts_with(kPrefix) ? name.substr(std::strlen(kPrefix)) : name, t);
   if (auto head = tensors.find("lm_head.weight"); head != tensors.end())
     WEFT_CHECK(same_bytes(head->second, tensors.at("wte.weight")), ValueError, file, ": lm_head.weight differs from ",

@@ -4,6 +4,7 @@
 //   config.json        n_layer, n_head, n_embd, n_positions (older files: n_ctx), vocab_size,
 //                      layer_norm_epsilon, activation_function, ...
 //   model.safetensors  wte.weight, wpe.weight, h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2,
+//   (or pytorch_model.bin, torch.save's zip)
 //                      mlp.c_fc, mlp.c_proj}.{weight, bias}, ln_f.{weight, bias}, with or without
 //                      the prefix "transformer."; the four projections' weights as Conv1D stores
 //                      them, [in, out]; optionally lm_head.weight (the head, tied to wte.weight)
@@ -47,8 +48,8 @@ struct Gpt2Model {
   std::shared_ptr<data::Gpt2Tokenizer> tokenizer;
 };
 
-// DIR in Hugging Face's layout. A directory with pytorch_model.bin and no model.safetensors is
-// refused (ValueError saying to convert it): reading PyTorch's pickles safely needs PyTorch.
+// DIR in Hugging Face's layout. Without model.safetensors, the weights are read from PyTorch's
+// pytorch_model.bin (io/torch_checkpoint.h: its pickle interpreted, never run).
 Gpt2Model read_huggingface_gpt2(const std::string& dir);
 // Writes config.json, model.safetensors (names with "transformer.", Conv1D's orientation, no
 // lm_head.weight: it is wte.weight), vocab.json and merges.txt into DIR, creating it.
