@@ -162,8 +162,9 @@ TEST(CheckpointCli, AFailedBackgroundSaveEndsTheRunAsABlockingOneDoes) {
 }
 
 // Starts `weft args` with its output in `log`, returning its pid.
-pid_t start_weft(const std::string& args, const std::string& log) {
-  const std::string command = "exec " + std::string(WEFT_CLI_PATH) + " " + args + " >" + log + " 2>&1";
+// `shell` runs first in the shell that execs weft (a trap, say).
+pid_t start_weft(const std::string& args, const std::string& log, const std::string& shell = "") {
+  const std::string command = shell + "exec " + std::string(WEFT_CLI_PATH) + " " + args + " >" + log + " 2>&1";
   const pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
@@ -179,18 +180,19 @@ int records_in(const std::string& metrics) {
   return lines;
 }
 
-// A preemption notice (SIGTERM) or Ctrl-C (SIGINT) mid-run of `weft train FLAGS`: the step in
-// flight finishes, the checkpoint is written, weft exits 0 naming it, and --resume ends with the
-// weights and logs of a run never stopped.
-void expect_a_signal_stops_after_the_step(const std::string& flags) {
+// A preemption notice (SIGTERM), Ctrl-C (SIGINT) or a hangup (SIGHUP) mid-run of `weft train
+// FLAGS`: the step in flight finishes, the checkpoint is written, weft exits 0 naming it, and
+// --resume ends with the weights and logs of a run never stopped.
+void expect_a_signal_stops_after_the_step(const std::string& flags, const std::vector<int>& signals) {
   TempDir dir;
   write_corpus(dir.file("text.txt"));
   // A constant learning rate: the stopped run planned more steps than the runs it is compared with.
   const std::string train = "train --model gpt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 "
                             "--schedule constant --log-every 1 --threads 1 " + flags + " --data " +
                             dir.file("text.txt") + " --json";
-  for (int signal : {SIGTERM, SIGINT}) {
-    const std::string name = signal == SIGTERM ? "SIGTERM" : "SIGINT", out = dir.file("stopped-" + name);
+  for (int signal : signals) {
+    const std::string name = signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "SIGHUP";
+    const std::string out = dir.file("stopped-" + name);
     const pid_t pid = start_weft(train + " --steps 1000000 --out " + out, dir.file(name + ".log"));
     ASSERT_GT(pid, 0);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -219,18 +221,44 @@ void expect_a_signal_stops_after_the_step(const std::string& flags) {
   }
 }
 
-TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) { expect_a_signal_stops_after_the_step(""); }
+TEST(CheckpointCli, ASignalStopsAfterTheStepAndResumeContinuesExactly) {
+  expect_a_signal_stops_after_the_step("", {SIGTERM, SIGINT, SIGHUP});
+}
 
 // --async-save with a save every other step: the signal's save waits for the one in flight, and
 // the run ends once its own is written.
 TEST(CheckpointCli, ASignalStopsABackgroundSavingRunAndResumeContinuesExactly) {
-  expect_a_signal_stops_after_the_step("--async-save --eval-every 2");
+  expect_a_signal_stops_after_the_step("--async-save --eval-every 2", {SIGTERM, SIGINT});
+}
+
+// Started under nohup (SIGHUP ignored), a run outlives its terminal: a hangup changes nothing.
+TEST(CheckpointCli, UnderNohupAHangupIsIgnored) {
+  TempDir dir;
+  const std::string out = dir.file("run");
+  const pid_t pid = start_weft("train --model mlp --steps 1000000 --eval-every 0 --log-every 1 --threads 1 --out " + out,
+                               dir.file("log"), "trap '' HUP; ");
+  ASSERT_GT(pid, 0);
+  auto wait_for_records = [&](int64_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (records_in(out + "/metrics.jsonl") < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return records_in(out + "/metrics.jsonl");
+  };
+  const int64_t before = wait_for_records(2);
+  ASSERT_EQ(kill(pid, SIGHUP), 0);
+  EXPECT_GE(wait_for_records(before + 5), before + 5) << "training stopped after the hangup";
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const std::string output = io::read_file(dir.file("log"));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_TRUE(contains(output, "SIGTERM: stopped after step ")) << output;
 }
 
 // oneDNN's f32 GEMM kernels point the stack pointer into the heap while they run, so a signal
 // handled on a thread inside one writes its frame over the heap (oneDNN issue #4845; mpirun's
 // SIGTERM crashed ranks so). In a running `weft train`, every thread but the one that waits for
-// them blocks SIGTERM and SIGINT: the kernels' threads (OpenMP's included) never take them.
+// them blocks SIGTERM, SIGINT and SIGHUP: the kernels' threads (OpenMP's included) never take them.
 TEST(CheckpointCli, OnlyOneThreadTakesTheStopSignals) {
   TempDir dir;
   const std::string out = dir.file("run");
@@ -240,7 +268,8 @@ TEST(CheckpointCli, OnlyOneThreadTakesTheStopSignals) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (records_in(out + "/metrics.jsonl") < 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const uint64_t stop_signals = (uint64_t{1} << (SIGTERM - 1)) | (uint64_t{1} << (SIGINT - 1));
+  const uint64_t stop_signals =
+      (uint64_t{1} << (SIGTERM - 1)) | (uint64_t{1} << (SIGINT - 1)) | (uint64_t{1} << (SIGHUP - 1));
   int threads = 0, taking = 0;
   for (const auto& task : fs::directory_iterator(str("/proc/", pid, "/task"))) {
     std::ifstream status(task.path() / "status");

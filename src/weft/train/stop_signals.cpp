@@ -19,11 +19,19 @@ std::atomic<bool> routed{false};  // the waiting thread runs
 std::atomic<bool> armed{false};   // a StopOnSignal is alive
 volatile std::sig_atomic_t stop_signal = 0;
 
+// SIGHUP unless the process was started ignoring it (nohup): blocked, an ignored signal would
+// still be queued for sigwait, and a run the user meant to outlive the terminal would stop.
+bool hangups_ignored() {
+  struct sigaction current {};
+  return sigaction(SIGHUP, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+}
+
 sigset_t stop_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  if (!hangups_ignored()) sigaddset(&set, SIGHUP);
   return set;
 }
 
@@ -36,11 +44,10 @@ sigset_t stop_signals() {
   sigaddset(&one, signal);
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
   raise(signal);
-  std::_Exit(128 + signal);  // not reached: SIGTERM and SIGINT end the process by default
+  std::_Exit(128 + signal);  // not reached: SIGTERM, SIGINT and SIGHUP end the process by default
 }
 
-void wait_for_stop_signals() {
-  const sigset_t set = stop_signals();
+void wait_for_stop_signals(sigset_t set) {
   for (;;) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
@@ -57,7 +64,8 @@ void wait_for_stop_signals() {
 extern "C" void record_stop_signal(int signal) { stop_signal = signal; }
 
 struct PreviousHandlers {
-  struct sigaction term {}, interrupt {};
+  struct sigaction term {}, interrupt {}, hangup {};
+  bool hangup_taken = false;
 } previous;
 
 }  // namespace
@@ -65,8 +73,8 @@ struct PreviousHandlers {
 void route_stop_signals_to_their_own_thread() {
   if (routed.exchange(true)) return;
   const sigset_t set = stop_signals();
-  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) throw Error("cannot block SIGTERM and SIGINT");
-  std::thread(wait_for_stop_signals).detach();
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) throw Error("cannot block SIGTERM, SIGINT and SIGHUP");
+  std::thread(wait_for_stop_signals, set).detach();
 }
 
 StopOnSignal::StopOnSignal() {
@@ -79,6 +87,8 @@ StopOnSignal::StopOnSignal() {
   action.sa_flags = SA_RESETHAND | SA_RESTART;
   sigaction(SIGTERM, &action, &previous.term);
   sigaction(SIGINT, &action, &previous.interrupt);
+  previous.hangup_taken = !hangups_ignored();
+  if (previous.hangup_taken) sigaction(SIGHUP, &action, &previous.hangup);
 }
 
 StopOnSignal::~StopOnSignal() {
@@ -86,10 +96,16 @@ StopOnSignal::~StopOnSignal() {
   if (routed) return;
   sigaction(SIGTERM, &previous.term, nullptr);
   sigaction(SIGINT, &previous.interrupt, nullptr);
+  if (previous.hangup_taken) sigaction(SIGHUP, &previous.hangup, nullptr);
 }
 
 std::string StopOnSignal::received() const {
-  return stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGINT ? "SIGINT" : "";
+  switch (stop_signal) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    default: return "";
+  }
 }
 
 }  // namespace weft::train

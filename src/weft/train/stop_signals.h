@@ -1,6 +1,7 @@
-// SIGTERM (a spot instance's preemption notice, a scheduler's cancel, mpirun passing its own on)
-// and SIGINT (Ctrl-C) during training ask the loop to stop after the step in flight and save a
-// checkpoint that --resume continues exactly. A second signal, or one that arrives when no
+// SIGTERM (a spot instance's preemption notice, a scheduler's cancel, mpirun passing its own on),
+// SIGINT (Ctrl-C) and SIGHUP (the terminal or ssh session gone; not under nohup, which asks to
+// ignore it) during training ask the loop to stop after the step in flight and save a checkpoint
+// that --resume continues exactly. A second signal, or one that arrives when no
 // training loop is listening, has the signal's default action: the process ends.
 //
 // Why a thread of its own: oneDNN's generated f32 GEMM kernels (the avx2 and avx512 ones, before
@@ -16,13 +17,13 @@
 
 namespace weft::train {
 
-// Blocks SIGTERM and SIGINT and starts the thread that waits for them. Threads inherit the mask
+// Blocks SIGTERM, SIGINT and SIGHUP and starts the thread that waits for them. Threads inherit the mask
 // they are created with, so this must run before any other thread starts (first thing in main,
 // before MPI, oneDNN or OpenMP make theirs). Without it, StopOnSignal falls back to a handler,
 // which is safe only in a process that runs no oneDNN GEMM while a signal may arrive.
 void route_stop_signals_to_their_own_thread();
 
-// Armed for its lifetime: the first SIGTERM or SIGINT is recorded instead of ending the process.
+// Armed for its lifetime: the first of these signals is recorded instead of ending the process.
 // One at a time (the training loop's).
 class StopOnSignal {
  public:
@@ -31,7 +32,7 @@ class StopOnSignal {
   StopOnSignal(const StopOnSignal&) = delete;
   StopOnSignal& operator=(const StopOnSignal&) = delete;
 
-  // "SIGTERM" or "SIGINT" once one arrived, else "".
+  // "SIGTERM", "SIGINT" or "SIGHUP" once one arrived, else "".
   std::string received() const;
 };
 
