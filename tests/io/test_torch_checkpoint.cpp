@@ -4,15 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "expect_error.h"
 #include "temp_dir.h"
 #include "weft/core/error.h"
+#include "weft/io/atomic_file.h"
 #include "weft/io/torch_checkpoint.h"
 
 namespace weft {
@@ -29,13 +28,6 @@ const testing::TempDir& files() {
   return dir;
 }
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 DType torch_dtype(const std::string& name) {
   static const std::map<std::string, DType> types = {
       {"float32", DType::f32}, {"float64", DType::f64}, {"float16", DType::f16}, {"bfloat16", DType::bf16},
@@ -46,7 +38,7 @@ DType torch_dtype(const std::string& name) {
 
 TEST(TorchCheckpoint, EveryDtypeViewAndSharedStorageReadAsPyTorchWroteThem) {
   const std::string path = files().file("valid.pt");
-  const nlohmann::ordered_json expected = nlohmann::ordered_json::parse(bytes_of(files().file("valid.json")));
+  const nlohmann::ordered_json expected = nlohmann::ordered_json::parse(io::read_file(files().file("valid.json")));
   const std::vector<io::TorchTensorInfo> header = io::read_torch_state_dict_header(path);
   const std::vector<std::pair<std::string, Tensor>> loaded = io::load_torch_state_dict(path);
   ASSERT_EQ(loaded.size(), expected.size());
@@ -92,7 +84,7 @@ TEST(TorchCheckpoint, FilesThatAreNoStateDictOfTensorsAreRefusedSayingWhat) {
 // Every prefix of a valid file is refused with weft's error, never read past its end (the
 // sanitizer build runs this too).
 TEST(TorchCheckpoint, EveryTruncationIsRefused) {
-  const std::string bytes = bytes_of(files().file("valid.pt"));
+  const std::string bytes = io::read_file(files().file("valid.pt"));
   testing::TempDir dir;
   const std::string path = dir.file("cut.pt");
   for (size_t n = 0; n < bytes.size(); n += 7) {
