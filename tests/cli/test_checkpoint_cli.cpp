@@ -167,6 +167,10 @@ pid_t start_weft(const std::string& args, const std::string& log, const std::str
   const std::string command = shell + "exec " + std::string(WEFT_CLI_PATH) + " " + args + " >" + log + " 2>&1";
   const pid_t pid = fork();
   if (pid == 0) {
+    // weft takes SIGHUP only where it was not ignored: a suite run under nohup (or a runner that
+    // ignores hangups) would hand its weft an ignored one. The shell cannot reset what it was
+    // started ignoring, so this process does.
+    signal(SIGHUP, SIG_DFL);
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
