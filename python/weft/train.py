@@ -40,9 +40,9 @@ def fit(model, data=None, *, task=None, log=True, **options):
     - ``"language"`` (the default for a ``weft.nn.GPT``): its forward takes token ids i64 [B, T]
       and returns next-token logits [B, T, vocab]. ``data`` is what ``weft train --model gpt
       --data`` takes: text files, folders of .txt files, token shards of ``weft tokenize``, or
-      ``"random"`` (the default: the fortunes). A ``weft.nn.GPT`` gives the windows' length and
-      its shape itself, and its checkpoints are weft's GPT's, which ``weft generate``, ``weft
-      serve`` and ``weft eval`` load; another model needs ``context`` (tokens per window) and
+      ``"random"`` tokens (without ``data``: the fortunes). A ``weft.nn.GPT`` gives the windows'
+      length and its shape itself, and its checkpoints are weft's GPT's, which ``weft generate``,
+      ``weft serve`` and ``--init-from`` load; another model needs ``context`` (tokens per window) and
       ``vocab`` (its logits' width, at least the tokenizer's).
 
     ``options`` are ``weft train``'s flags as keywords, dashes as underscores (``weft train --help``
