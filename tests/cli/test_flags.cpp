@@ -129,6 +129,9 @@ std::vector<Row> rows() {
       {kPlan, "--precision", {"fp8"}},
       {kPlan, "--optimizer", {"lion"}},
       {kPlan, "--device", {"TPU"}},
+      {kPlan + " --inference", "--kv-heads", with(positive, {"3"})},  // 3 does not divide the 4 heads
+      {kPlan + " --inference", "--kv-precision", {"int8", "fp8"}},
+      {kPlan + " --inference", "--precision", {"int3", "bf16-pure"}},
       {"plan", "--params", {"0", "-5", "abc", "1e300", "nan", "inf", "1.5", ""}},
       {"dtype 1", "--scale", positive_real},
       // Paths and names whose empty value would read as the flag left out.

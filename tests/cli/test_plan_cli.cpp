@@ -148,6 +148,40 @@ TEST(PlanCliTest, ImpossiblePlansExitTwoWithOneLine) {
   expect_usage_error("", "no model");
 }
 
+// "Does a 4-bit 70B model serve batch 8 at context 4096 on one 80 GB card", with Llama 2 70B's
+// shape (64 heads sharing 8 KV heads): yes, and the table shows the cache's arithmetic.
+TEST(PlanCliTest, InferenceAnswersWhetherAQuantizedModelServes) {
+  const std::string llama = "--inference --layers 80 --dim 8192 --heads 64 --vocab 32000 --context 4096 --batch 8 "
+                            "--precision int4 --device H100";
+  Outcome o = weft_cli("plan " + llama + " --kv-heads 8");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "2 x 80 layers x 8 KV heads x 128 x 4096 positions x 8 x 2 B")) << o.output;
+  EXPECT_TRUE(contains(o.output, "10,737,418,240")) << o.output;
+  EXPECT_TRUE(contains(o.output, "fits: yes")) << o.output;
+  nlohmann::json j = plan_json(llama);  // a KV head per head: 86 GB of cache alone
+  EXPECT_EQ(j["kv_cache_bytes"], int64_t{85'899'345'920});
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_EQ(j["kv_precision"], "fp16");
+  EXPECT_LT(j["max_batch"].get<int64_t>(), 8);
+  nlohmann::json count = plan_json("--inference --params 70B --precision int4");
+  EXPECT_EQ(count["weights_bytes"], int64_t{39'375'000'000}) << "4.5 bits a weight";
+  EXPECT_FALSE(count["kv_known"].get<bool>());
+  nlohmann::json gpt2 = plan_json("--inference --model gpt2 --batch 4 --kv-precision fp32");
+  EXPECT_EQ(gpt2["kv_bytes_per_sequence"], int64_t{2} * 12 * 768 * 1024 * 4);
+}
+
+TEST(PlanCliTest, TrainingAndServingFlagsDoNotMix) {
+  expect_usage_error("--model gpt --inference --zero 2", "--zero: plans training, not with --inference");
+  expect_usage_error("--model gpt --inference --gpus 2", "--gpus: plans training, not with --inference");
+  expect_usage_error("--model gpt --inference --checkpoint-activations", "--checkpoint-activations: plans training");
+  expect_usage_error("--model gpt --kv-heads 2", "--kv-heads: plans serving: add --inference");
+  expect_usage_error("--model gpt --precision int4", "bf16-pure");
+  expect_usage_error("--model gpt --inference --precision bf16-pure", "under --inference one of fp32, fp16, bf16, int8, int4");
+  expect_usage_error("--model cnn --inference", "not a language model");
+  expect_usage_error("--model gpt --inference --kv-heads 3", "--kv-heads: must divide the 4 heads");
+  expect_usage_error("--params 7B --inference --kv-heads 2", "the KV cache needs the architecture");
+}
+
 // Sizes no machine trains are refused at once, with the bound and the text typed: a billion layers
 // took 31 s and 12.6 GB before an internal error, and a huge --grad-accum wrapped to '-8' in the
 // default batch's product.

@@ -8,6 +8,7 @@
 #include "weft/cli/commands.h"
 #include "weft/cli/flags.h"
 #include "weft/core/allocator.h"
+#include "weft/memory/inference.h"
 #include "weft/memory/planner.h"
 #include "weft/nn/model_kind.h"
 #include "weft/train/options.h"
@@ -27,6 +28,10 @@ struct PlanFlags {
   int64_t world = 1, tp = 1, pp = 1, grad_accum = 1;
   std::string pp_schedule = "1f1b";
   bool checkpoint = false, json = false;
+  // --inference: serving the model, its weights in `precision` (which takes int8 and int4 too).
+  bool inference = false;
+  std::string kv_precision;  // empty: the model's compute precision
+  int64_t kv_heads = 0;      // 0: the model's heads
   // Which of the description flags were given, to reject contradictions.
   std::vector<std::string> architecture_flags;
 };
@@ -192,7 +197,96 @@ nlohmann::json to_json(const memory::ModelDescription& model, const memory::Plan
           {"notes", p.notes}};
 }
 
+std::string weights_remark(const memory::InferencePlan& p) {
+  const std::string which = p.kv_known ? "Linear weights and wte " : "every weight ",
+                    rest = p.kv_known ? "; the rest fp32" : "";
+  switch (p.request.weights) {
+    case memory::WeightFormat::int8: return which + "1 B + an f32 scale per row" + rest;
+    case memory::WeightFormat::int4: return which + "18 B per 32 (4.5 bits)" + rest;
+    default: return str(memory::linear_weight_bytes(p.request.weights, 1, 1), " B/param");
+  }
+}
+
+void print_inference_plan(const memory::ModelDescription& model, const memory::InferencePlan& p) {
+  const memory::InferenceRequest& r = p.request;
+  std::cout << "weft plan --inference: " << model.name() << ", " << grouped(model.num_parameters()) << " parameters\n"
+            << "  " << memory::weight_format_name(r.weights) << " weights, " << amp::precision_name(p.kv)
+            << " KV cache, " << r.batch << (r.batch == 1 ? " sequence" : " sequences");
+  if (const auto& c = model.gpt_config()) std::cout << " at context " << c->context;
+  std::cout << "\n\n";
+  std::printf("  %-26s %20s  %9s  %11s\n", "per device", "bytes", "decimal", "binary");
+  print_row("weights", p.weights_bytes, weights_remark(p));
+  if (!p.kv_known) {
+    std::printf("  %-26s %20s  (give the architecture: --layers --dim --heads --vocab --context)\n", "KV cache", "unknown");
+    std::printf("  %-26s %20s\n", "activations", "unknown");
+  } else {
+    const nn::GPTConfig& c = *model.gpt_config();
+    print_row("KV cache", p.kv_cache_bytes,
+              str("2 x ", c.layers, " layers x ", p.kv_heads, " KV heads x ", p.head_size, " x ", c.context,
+                  " positions x ", r.batch, " x ", p.kv == amp::Precision::fp32 ? 4 : 2, " B"));
+    print_row("activations (high-water)", p.activations_bytes,
+              p.prefill_bytes >= p.decode_bytes ? std::string("a prompt's prefill at the whole context")
+                                                : str("a decode step of ", r.batch));
+  }
+  print_row("total", p.total_bytes, "");
+  if (p.kv_known)
+    std::cout << "  (KV cache " << memory::format_decimal_bytes(p.kv_bytes_per_sequence) << " per sequence; prefill "
+              << memory::format_decimal_bytes(p.prefill_bytes) << ", decode step "
+              << memory::format_decimal_bytes(p.decode_bytes) << ")\n";
+  std::cout << "\ndevice " << p.device.name << ": " << memory::format_decimal_bytes(p.device.memory_bytes) << " ("
+            << format_bytes(p.device.memory_bytes) << "), " << p.device.source << "\n";
+  if (p.fits) std::printf("fits: yes, %.1f%% of the device\n", 100.0 * p.total_bytes / p.device.memory_bytes);
+  else
+    std::cout << "fits: no, " << memory::format_decimal_bytes(p.total_bytes) << " > "
+              << memory::format_decimal_bytes(p.device.memory_bytes) << "\n";
+  if (p.kv_known)
+    std::cout << "largest batch at this context: " << p.max_batch << (p.max_batch == 1 ? " sequence" : " sequences")
+              << "\n";
+}
+
+nlohmann::json to_json(const memory::ModelDescription& model, const memory::InferencePlan& p) {
+  const std::optional<nn::GPTConfig>& c = model.gpt_config();
+  return {{"model", model.name()},
+          {"params", model.num_parameters()},
+          {"inference", true},
+          {"batch", p.request.batch},
+          {"context", c ? nlohmann::json(c->context) : nlohmann::json(nullptr)},
+          {"precision", memory::weight_format_name(p.request.weights)},
+          {"kv_precision", amp::precision_name(p.kv)},
+          {"kv_heads", p.kv_heads},
+          {"head_size", p.head_size},
+          {"quantized_parameters", p.quantized_parameters},
+          {"other_parameters", p.other_parameters},
+          {"weights_bytes", p.weights_bytes},
+          {"kv_known", p.kv_known},
+          {"kv_bytes_per_sequence", p.kv_bytes_per_sequence},
+          {"kv_cache_bytes", p.kv_cache_bytes},
+          {"prefill_bytes", p.prefill_bytes},
+          {"decode_bytes", p.decode_bytes},
+          {"activations_bytes", p.activations_bytes},
+          {"total_bytes", p.total_bytes},
+          {"device", p.device.name},
+          {"device_bytes", p.device.memory_bytes},
+          {"fits", p.fits},
+          {"max_batch", p.max_batch}};
+}
+
+void plan_inference(const PlanFlags& f) {
+  memory::ModelDescription model = describe(f);
+  memory::InferenceRequest request{.batch = f.batch.value_or(1),
+                                   .weights = memory::parse_weight_format(f.precision),
+                                   .kv = std::nullopt,
+                                   .kv_heads = f.kv_heads,
+                                   .device = f.device};
+  if (!f.kv_precision.empty())
+    request.kv = amp::parse_precision(f.kv_precision, {{amp::Precision::fp32, amp::Precision::fp16, amp::Precision::bf16}});
+  memory::InferencePlan p = memory::make_inference_plan(model, request);
+  if (f.json) std::cout << to_json(model, p).dump() << "\n";
+  else print_inference_plan(model, p);
+}
+
 void plan(const PlanFlags& f) {
+  if (f.inference) return plan_inference(f);
   memory::ModelDescription model = describe(f);
   memory::PlanRequest request{.batch = f.batch.value_or(0),
                               .precision = amp::parse_precision(f.precision),
@@ -247,22 +341,42 @@ void add_plan_command(CLI::App& app, std::function<void()>& run) {
   number_flag(
       c, "--batch-size,--batch", f->batch, "global batch, split over --gpus (default: 128 images or 8 sequences per device)",
       {.min = 1, .max = memory::kMaxPlanCount});
-  c->add_option("--precision", f->precision, "fp32 | fp16 | bf16 (mixed, f32 master weights) | bf16-pure")
+  c->add_option("--precision", f->precision,
+                "fp32 | fp16 | bf16 (mixed, f32 master weights) | bf16-pure; under --inference the weights': fp32 | "
+                "fp16 | bf16 | int8 | int4")
       ->capture_default_str();
-  c->add_option("--optimizer", f->optimizer, "adamw | adam | momentum (SGD with momentum) | sgd")->capture_default_str();
-  number_flag(c, "--zero", f->zero, "ZeRO stage 0-3", {.min = 0, .max = 3});
-  number_flag(c, kGpusFlag, f->world, "devices: data-parallel replicas x --tp x --pp", {.min = 1, .max = memory::kMaxWorld});
-  number_flag(c, "--tp", f->tp, "GPT: tensor-parallel ranks (heads, MLP and vocabulary split)",
-              {.min = 1, .max = memory::kMaxWorld});
-  number_flag(c, "--pp", f->pp, "GPT: pipeline stages (blocks split)", {.min = 1, .max = memory::kMaxWorld});
-  number_flag(c, "--grad-accum", f->grad_accum, "micro-batches per step (a pipeline's are these)",
-              {.min = 1, .max = memory::kMaxPlanCount});
-  c->add_option("--pp-schedule", f->pp_schedule, "1f1b | gpipe")->check(one_of({"1f1b", "gpipe"}))->capture_default_str();
-  c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward");
+  const std::vector<CLI::Option*> training_only = {
+      c->add_option("--optimizer", f->optimizer, "adamw | adam | momentum (SGD with momentum) | sgd")->capture_default_str(),
+      number_flag(c, "--zero", f->zero, "ZeRO stage 0-3", {.min = 0, .max = 3}),
+      number_flag(c, kGpusFlag, f->world, "devices: data-parallel replicas x --tp x --pp",
+                  {.min = 1, .max = memory::kMaxWorld}),
+      number_flag(c, "--tp", f->tp, "GPT: tensor-parallel ranks (heads, MLP and vocabulary split)",
+                  {.min = 1, .max = memory::kMaxWorld}),
+      number_flag(c, "--pp", f->pp, "GPT: pipeline stages (blocks split)", {.min = 1, .max = memory::kMaxWorld}),
+      number_flag(c, "--grad-accum", f->grad_accum, "micro-batches per step (a pipeline's are these)",
+                  {.min = 1, .max = memory::kMaxPlanCount}),
+      c->add_option("--pp-schedule", f->pp_schedule, "1f1b | gpipe")->check(one_of({"1f1b", "gpipe"}))->capture_default_str(),
+      c->add_flag("--checkpoint-activations", f->checkpoint, "keep only block inputs, recompute blocks in the backward")};
+  c->add_flag("--inference", f->inference,
+              "plan serving instead of training: weights (int8 and int4 too) + KV cache (2 x layers x KV heads x head "
+              "size x context x batch x bytes) + a forward's activations; --batch-size is the sequences decoded "
+              "together (default 1), each holding the whole --context");
+  const std::vector<CLI::Option*> inference_only = {
+      c->add_option("--kv-precision", f->kv_precision,
+                    "--inference: the KV cache's fp32 | fp16 | bf16 (default: fp32 for fp32 weights, bf16 for bf16, "
+                    "else fp16)")
+          ->check(one_of({"fp32", "fp16", "bf16"})),
+      number_flag(c, "--kv-heads", f->kv_heads,
+                  "--inference: KV heads, for grouped-query attention (Llama 2 70B: 8 for 64 heads; default: --heads)",
+                  {.min = 1, .max = memory::kMaxPlanCount})};
   c->add_option("--device,--gpu", f->device, memory::device_names())->capture_default_str();
   c->add_flag("--json", f->json, "print the plan as one JSON object on the last line");
-  c->callback([&run, f, architecture, params] {
+  c->callback([&run, f, architecture, params, training_only, inference_only] {
     if (params->count() > 0) memory::parse_parameter_count(f->params);
+    for (CLI::Option* option : f->inference ? training_only : inference_only)
+      WEFT_CHECK(option->count() == 0, ValueError, option->get_name(), ": ",
+                 f->inference ? "plans training, not with --inference" : "plans serving: add --inference");
+    if (f->inference) memory::parse_weight_format(f->precision);
     for (CLI::Option* option : architecture)
       if (option->count() > 0) f->architecture_flags.push_back(option->get_name());
     run = [f] { plan(*f); };

@@ -90,7 +90,8 @@ class Replay {
     }
   }
 
-  void forward() {
+  void forward(bool no_grad = false) {
+    no_grad_ = no_grad;
     for (ActivationTape::Value v : tape_.inputs_) acquire(tape_.values_[v].storage);
     if (states_.grads_alive_in_forward) {
       int64_t params = 0;
@@ -156,9 +157,9 @@ class Replay {
     for (int i = first; i <= last; ++i) {
       const ActivationTape::Op& op = tape_.ops_[i];
       const int s = segment_of_[i];
-      if (!recompute && s >= 0 && tape_.segments_[s].first_op == i)
+      if (!no_grad_ && !recompute && s >= 0 && tape_.segments_[s].first_op == i)
         for (int storage : segment_inputs_[s]) acquire(storage);
-      const bool saves = recompute || s < 0;
+      const bool saves = !no_grad_ && (recompute || s < 0);
       const ActivationTape::Value out = output_of(i);
       acquire(tape_.values_[out].storage);
       if (!recompute && std::find(tape_.held_.begin(), tape_.held_.end(), out) != tape_.held_.end())
@@ -240,6 +241,7 @@ class Replay {
   std::vector<int> segment_of_;  // per op: its segment, or -1
   std::vector<int> extra_storage_;
   std::vector<std::vector<int>> segment_inputs_;  // per segment: storages it reads from before it
+  bool no_grad_ = false;  // the forward keeps nothing for a backward
   int64_t live_ = 0;     // activation bytes alive
   double grad_bytes_ = 0;  // parameter gradients alive
   ActivationTape::Peak peak_;
@@ -254,6 +256,13 @@ ActivationTape::Peak ActivationTape::replay(const States& states) const {
 }
 
 ActivationTape::Peak ActivationTape::replay() const { return replay(States{.grad_bytes_per_param = 0}); }
+
+ActivationTape::Peak ActivationTape::forward_peak() const {
+  WEFT_CHECK(open_segment_ < 0, ValueError, "ActivationTape: forward_peak() inside an open segment");
+  Replay r(*this, States{.grads_alive_in_forward = false});
+  r.forward(/*no_grad=*/true);
+  return r.peak();
+}
 
 int64_t ActivationTape::bytes_after_forward() const {
   WEFT_CHECK(open_segment_ < 0, ValueError, "ActivationTape: bytes_after_forward() inside an open segment");

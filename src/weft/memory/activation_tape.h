@@ -83,6 +83,9 @@ class ActivationTape {
   };
   Peak replay(const States& states) const;
   Peak replay() const;  // the activations alone: no states
+  // The forward alone under NoGradGuard (inference): no op keeps anything for a backward and no
+  // segment holds its input, so a value lives until its last reader has run (or, held, to the end).
+  Peak forward_peak() const;
 
   // Bytes alive when the forward has finished and before the backward starts: the inputs, what
   // the ops saved (or the segment inputs, with checkpointing) and what the caller holds.

@@ -260,6 +260,9 @@ Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& 
                         .output_bytes = part});
   merged = view(tape, name + ".attn.view", merged, part, Grad::forwarded);
   Value attn_out = row_parallel(name + ".attn.c_proj", merged, D * D / tp);
+  // A module's input lives until the module returns (the caller holds it): under autograd ln_1, ln_2
+  // and the block's input are kept for the backward anyway; in inference these views hold them.
+  view(tape, name + ".attn returns", ln_1, tape.bytes(ln_1), Grad::none);
   Value h = tape.record({.name = name + ".residual_1", .inputs = {x, attn_out},
                          .grads = {Grad::forwarded, Grad::forwarded}, .output_bytes = act});
   Value ln_2 = layer_norm(tape, name + ".ln_2", h, rows, D);
@@ -267,8 +270,11 @@ Value record_transformer_block(ActivationTape& tape, Value x, const BlockShape& 
                          (4 * D * D + 4 * D) / tp);
   Value gelu = keeps_input(tape, name + ".mlp.gelu", fc, Grad::fresh, product({4, part}));
   Value mlp_out = row_parallel(name + ".mlp.c_proj", gelu, 4 * D * D / tp);
-  return tape.record({.name = name + ".residual_2", .inputs = {h, mlp_out},
-                      .grads = {Grad::forwarded, Grad::forwarded}, .output_bytes = act});
+  view(tape, name + ".mlp returns", ln_2, tape.bytes(ln_2), Grad::none);
+  Value out = tape.record({.name = name + ".residual_2", .inputs = {h, mlp_out},
+                           .grads = {Grad::forwarded, Grad::forwarded}, .output_bytes = act});
+  view(tape, name + " returns", x, tape.bytes(x), Grad::none);
+  return out;
 }
 
 ModelDescription ModelDescription::parameters_only(int64_t count) {
@@ -334,6 +340,28 @@ ModelDescription ModelDescription::classifier(std::string name, std::shared_ptr<
   m.sample_shape_ = std::move(sample_shape);
   m.step_tape(1, {}, false);  // checks now that every layer is known and the shapes chain
   return m;
+}
+
+ActivationTape ModelDescription::inference_tape(int64_t batch, int64_t seq, const ActivationFormat& format) const {
+  WEFT_CHECK(gpt_ && share_.tp == 1 && share_.pp == 1, ValueError, "plan --inference: ", name_,
+             " is not a GPT; describe one (--model gpt or gpt2, or --layers --dim --heads --vocab --context)");
+  const nn::GPTConfig& c = *gpt_;
+  const int64_t rows = product({batch, seq}), act = product({rows, c.dim, format.element});
+  ActivationTape tape;
+  Value tokens = tape.input(product({rows, 8}));
+  Value positions = tape.input(product({rows, 8}));
+  Value tok = tape.record({.name = "wte", .inputs = {tokens}, .grads = {Grad::none}, .output_bytes = act});
+  Value pos = tape.record({.name = "wpe", .inputs = {positions}, .grads = {Grad::none},
+                           .output_bytes = product({seq, c.dim, format.element})});
+  Value x = tape.record({.name = "wte + wpe", .inputs = {tok, pos}, .grads = {Grad::none, Grad::none}, .output_bytes = act});
+  const Value stack_input = x;
+  for (int64_t i = 0; i < c.layers; ++i)
+    x = record_transformer_block(tape, x, BlockShape{batch, seq, c.dim, c.heads}, format, str("h.", i));
+  // The stack's input lives until the stack returns: the caller's variable and h's hooks hold it.
+  view(tape, "h returns", stack_input, tape.bytes(stack_input), Grad::none);
+  x = layer_norm(tape, "ln_f", x, rows, c.dim);
+  tape.hold(keeps_input(tape, "lm_head", x, Grad::none, product({rows, c.vocab, format.element})));
+  return tape;
 }
 
 ActivationTape ModelDescription::step_tape(int64_t batch, const ActivationFormat& format, bool checkpointed) const {

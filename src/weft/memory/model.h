@@ -102,6 +102,11 @@ class ModelDescription {
   // and its backward starts from the gradient received for it.
   // Throws ValueError when the architecture is unknown (knows_activations() is false).
   ActivationTape step_tape(int64_t batch, const ActivationFormat& format, bool checkpointed) const;
+  // A GPT's forward over `seq` new tokens of `batch` sequences, as generation runs it (a prompt's
+  // prefill, or a decode step at seq 1): no loss, the logits [batch, seq, vocab] held by the caller.
+  // The keys and values go into the KV cache, which is not an activation (the inference plan counts
+  // it). Replay it with forward_peak(). Throws ValueError unless the model is a whole GPT.
+  ActivationTape inference_tape(int64_t batch, int64_t seq, const ActivationFormat& format) const;
 
  private:
   std::string name_;

@@ -82,12 +82,16 @@ Tensor GPT::forward(const Tensor& tokens) {
   WEFT_CHECK(T >= 1 && T <= config.context, ShapeError, "GPT: ", T, " tokens do not fit the context of ",
              config.context);
   Tensor positions = Tensor::arange(T, DType::i64);
-  // Two statements, so wte runs before wpe (argument order is unspecified) and hooks see the
-  // modules in their registration order.
-  Tensor token_embeddings = (*wte)(tokens);
-  Tensor x = (*drop)(add(token_embeddings, (*wpe)(positions)));
+  Tensor x = (*drop)(embed(tokens, positions));
   x = (*ln_f)((*h)(x));
   return wte->attend(x);
+}
+
+Tensor GPT::embed(const Tensor& tokens, const Tensor& positions) {
+  // Two statements, so wte runs before wpe (argument order is unspecified) and hooks see the
+  // modules in their registration order; the token embeddings die with this frame, not the forward's.
+  Tensor token_embeddings = (*wte)(tokens);
+  return add(token_embeddings, (*wpe)(positions));
 }
 
 Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
@@ -101,8 +105,7 @@ Tensor GPT::forward(const Tensor& tokens, KVCache& cache) {
              " new tokens do not fit the context of ", config.context);
   std::vector<int64_t> positions(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = start + t;
-  Tensor token_embeddings = (*wte)(tokens);
-  Tensor x = (*drop)(add(token_embeddings, (*wpe)(Tensor::from_vector(positions, {T}))));
+  Tensor x = (*drop)(embed(tokens, Tensor::from_vector(positions, {T})));
   x = cached_blocks(x, [&](TransformerBlock& block, const Tensor& y, int64_t i) { return block(y, cache, i); });
   cache.advance(T);
   return wte->attend((*ln_f)(x));
@@ -122,7 +125,7 @@ Tensor GPT::forward(const Tensor& tokens, const KVCaches& caches) {
     positions.push_back(cache->length());
   }
   const int64_t B = tokens.size(0);
-  Tensor x = (*drop)(add((*wte)(tokens), (*wpe)(Tensor::from_vector(positions, {B, 1}))));
+  Tensor x = (*drop)(embed(tokens, Tensor::from_vector(positions, {B, 1})));
   x = cached_blocks(x, [&](TransformerBlock& block, const Tensor& y, int64_t i) { return block(y, caches, i); });
   for (KVCache* cache : caches) cache->advance(1);
   return wte->attend((*ln_f)(x));

@@ -125,6 +125,8 @@ class GPT : public Module {
   std::shared_ptr<LayerNorm> ln_f;
 
  private:
+  // wte(tokens) + wpe(positions), wte called first.
+  Tensor embed(const Tensor& tokens, const Tensor& positions);
   // The blocks in order, each called as `block(x, i)` between h's hooks.
   Tensor cached_blocks(const Tensor& x, const std::function<Tensor(TransformerBlock&, const Tensor&, int64_t)>& block);
 };

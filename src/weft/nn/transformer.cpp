@@ -83,6 +83,9 @@ Tensor MultiheadAttention::attend(const Tensor& x, KVCache* cache, const KVCache
     auto [k, v] = cache ? cache->append(layer, qkv[1], qkv[2]) : std::pair{qkv[1], qkv[2]};
     y = scaled_dot_product_attention(qkv[0], k, v, /*causal=*/true);
   }
+  // Without autograd nothing else keeps q, k and v: free them before the projection runs.
+  qkv.clear();
+  fused = Tensor();
   y = y.transpose(1, 2).reshape({B, T, width});  // heads side by side again
   return (*resid_dropout)((*c_proj)(y));
 }
@@ -97,7 +100,10 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, double dropout, bool bias)
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  return (*dropout)((*c_proj)((*gelu)((*c_fc)(x))));
+  // Two statements: a temporary lives to the end of its full expression, and c_fc's output is not
+  // needed once gelu has run (without autograd, nothing else keeps it).
+  Tensor hidden = (*gelu)((*c_fc)(x));
+  return (*dropout)((*c_proj)(hidden));
 }
 
 TransformerBlock::TransformerBlock(int64_t dim, int64_t num_heads, int64_t mlp_ratio, double dropout, bool bias)
