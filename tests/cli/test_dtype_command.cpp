@@ -102,15 +102,26 @@ TEST(DtypeCommandTest, TableIsComputedFromTheFieldWidths) {
   EXPECT_TRUE(contains(o.output, "7.22 (6)")) << o.output;
 
   nlohmann::json j = json_of(weft_cli("dtype --table --json"));
-  ASSERT_EQ(j["formats"].size(), 7u);
-  EXPECT_EQ(j["formats"][2]["dtype"], "f16");
-  EXPECT_EQ(j["formats"][2]["max"], 65504.0);
-  EXPECT_EQ(j["formats"][2]["exponent_bias"], 15);
-  EXPECT_EQ(j["formats"][3]["dtype"], "bf16");
-  EXPECT_EQ(j["formats"][3]["precision_bits"], 8);
-  EXPECT_EQ(j["formats"][6]["dtype"], "u8");
-  EXPECT_EQ(j["formats"][6]["max"], 255.0);
-  EXPECT_FALSE(j["formats"][6].contains("min_normal"));
+  ASSERT_EQ(j["formats"].size(), 8u);
+  // TF32 after f32: f32's exponent (its range) with f16's 10 mantissa bits, 4 bytes in memory.
+  const nlohmann::json& tf32 = j["formats"][2];
+  EXPECT_EQ(tf32["dtype"], "tf32");
+  EXPECT_EQ(tf32["bits"], 19);
+  EXPECT_EQ(tf32["bytes"], 4);
+  EXPECT_EQ(tf32["exponent_bits"], j["formats"][1]["exponent_bits"]);
+  EXPECT_EQ(tf32["mantissa_bits"], j["formats"][3]["mantissa_bits"]);
+  EXPECT_EQ(tf32["epsilon"], j["formats"][3]["epsilon"]);
+  EXPECT_EQ(tf32["min_normal"], j["formats"][1]["min_normal"]);
+  EXPECT_EQ(tf32["max"], 3.4011621342146535e+38) << "(2 - 2^-10) x 2^127";
+  EXPECT_EQ(j["formats"][3]["dtype"], "f16");
+  EXPECT_EQ(j["formats"][3]["max"], 65504.0);
+  EXPECT_EQ(j["formats"][3]["exponent_bias"], 15);
+  EXPECT_EQ(j["formats"][4]["dtype"], "bf16");
+  EXPECT_EQ(j["formats"][4]["precision_bits"], 8);
+  EXPECT_EQ(j["formats"][7]["dtype"], "u8");
+  EXPECT_EQ(j["formats"][7]["max"], 255.0);
+  EXPECT_FALSE(j["formats"][7].contains("min_normal"));
+  EXPECT_TRUE(contains(o.output, "tf32     19     4        8       10")) << o.output;
 }
 
 TEST(DtypeCommandTest, BadInputExitsTwoWithOneLine) {

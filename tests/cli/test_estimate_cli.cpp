@@ -168,7 +168,8 @@ TEST(EstimateCliTest, ImpossibleInputsAreOneLineAndStatus2) {
   expect_usage_error(run + "--count 0", "--gpus: must be");
   expect_usage_error(run + "--mfu 0", "--mfu: must be");
   expect_usage_error(run + "--mfu 1.5", "--mfu: must be");
-  expect_usage_error(run + "--precision fp8", "--precision: must be one of bf16, fp16, fp32, int8, got 'fp8'");
+  expect_usage_error(run + "--precision fp8", "--precision: must be one of bf16, fp16, fp32, tf32, int8, got 'fp8'");
+  expect_usage_error("time --params 1e9 --tokens 1e9 --device cpu --precision tf32", "--precision tf32: cpu has no TF32 units");
   expect_usage_error("time --params 1e9", "estimate time: give --params and --tokens, or --flops");
   expect_usage_error("time --flops 1e20 --params 1e9 --tokens 1e9", "give the FLOPs twice");
   expect_usage_error("comm --bytes 0 --world 8", "--bytes: must be");

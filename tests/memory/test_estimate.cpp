@@ -82,6 +82,16 @@ TEST(DeviceTableTest, EveryGpuHasPeaksBandwidthAndPricesWithSources) {
   EXPECT_DOUBLE_EQ(find_device("h200").memory_bandwidth, 4.8e12);
   EXPECT_DOUBLE_EQ(peak_flops(find_device("RTX4090"), "fp32"), 82.6e12);
   EXPECT_TRUE(contains(message_of<ValueError>([] { peak_flops(find_device("H100"), "fp8"); }), "got 'fp8'"));
+  // TF32: f32 matrices on the tensor cores, half the 16-bit rate on the data-center parts (the A100's
+  // 156 TFLOPS), the fp32 rate on the RTX 4090; none on a CPU.
+  EXPECT_DOUBLE_EQ(peak_flops(find_device("A100-80GB"), "tf32"), 156e12);
+  EXPECT_DOUBLE_EQ(peak_flops(find_device("H100"), "tf32"), 494.5e12);
+  EXPECT_DOUBLE_EQ(peak_flops(find_device("RTX4090"), "tf32"), 82.6e12);
+  for (const DeviceSpec& d : gpu_devices()) {
+    EXPECT_GE(d.peak.tf32, d.peak.fp32) << d.name;
+    EXPECT_LE(d.peak.tf32, d.peak.bf16 / 2) << d.name;
+  }
+  EXPECT_TRUE(contains(message_of<ValueError>([] { peak_flops(find_device("cpu"), "tf32"); }), "no TF32 units"));
 }
 
 TEST(DeviceTableTest, TheCpuPeakIsCoresTimesFrequencyTimesFlopsPerCycle) {

@@ -238,16 +238,27 @@ void show_values(const std::vector<std::string>& texts, const std::vector<double
 
 // ---- the table ---------------------------------------------------------------------------
 
+// The formats of the table, by name: weft's dtypes, and TF32 after f32 (no dtype: the tensor cores'
+// multiply format, its values f32 in memory, so 4 bytes).
+std::vector<std::pair<std::string, FormatLimits>> table_rows() {
+  std::vector<std::pair<std::string, FormatLimits>> rows;
+  for (DType t : kTableFormats) {
+    rows.emplace_back(dtype_name(t), format_limits(t));
+    if (t == DType::f32) rows.emplace_back("tf32", float_limits(8, 10, 19));
+  }
+  return rows;
+}
+
 void show_table(nlohmann::json* json) {
+  const auto formats = table_rows();
   if (json) {
     nlohmann::json& rows = (*json)["formats"] = nlohmann::json::array();
-    for (DType t : kTableFormats) {
-      FormatLimits l = format_limits(t);
-      nlohmann::json row = {{"dtype", dtype_name(t)}, {"bits", l.bits}, {"bytes", l.bits / 8},
+    for (const auto& [name, l] : formats) {
+      nlohmann::json row = {{"dtype", name}, {"bits", l.bits}, {"bytes", dtype_size(l.dtype)},
                             {"precision_bits", l.precision_bits}, {"lowest", l.lowest}, {"max", l.max},
                             {"epsilon", l.epsilon}, {"decimal_digits", l.decimal_digits},
                             {"guaranteed_digits", l.guaranteed_digits}};
-      if (is_floating(t)) {
+      if (l.exponent_bits > 0) {
         row["exponent_bits"] = l.exponent_bits;
         row["mantissa_bits"] = l.mantissa_bits;
         row["exponent_bias"] = l.exponent_bias;
@@ -260,20 +271,18 @@ void show_table(nlohmann::json* json) {
   }
   std::printf("%-6s %4s %5s %8s %8s %5s  %-10s  %-22s  %-22s  %-17s  %s\n", "float", "bits", "bytes", "exponent",
               "mantissa", "bias", "max finite", "smallest normal", "smallest subnormal", "epsilon", "decimal digits");
-  for (DType t : kTableFormats) {
-    if (!is_floating(t)) continue;
-    FormatLimits l = format_limits(t);
-    std::printf("%-6s %4d %5d %8d %8d %5d  %-10s  %-22s  %-22s  %-17s  %.2f (%d)\n", dtype_name(t), l.bits, l.bits / 8,
-                l.exponent_bits, l.mantissa_bits, l.exponent_bias, compact(l.max).c_str(),
+  for (const auto& [name, l] : formats) {
+    if (l.exponent_bits == 0) continue;
+    std::printf("%-6s %4d %5zu %8d %8d %5d  %-10s  %-22s  %-22s  %-17s  %.2f (%d)\n", name.c_str(), l.bits,
+                dtype_size(l.dtype), l.exponent_bits, l.mantissa_bits, l.exponent_bias, compact(l.max).c_str(),
                 power_of_two(l.min_normal).c_str(), power_of_two(l.min_subnormal).c_str(),
                 power_of_two(l.epsilon).c_str(), l.decimal_digits, l.guaranteed_digits);
   }
   std::printf("\n%-6s %4s %5s  %-26s  %4s  %s\n", "int", "bits", "bytes", "range", "step", "decimal digits");
-  for (DType t : kTableFormats) {
-    if (is_floating(t)) continue;
-    FormatLimits l = format_limits(t);
+  for (const auto& [name, l] : formats) {
+    if (l.exponent_bits > 0) continue;
     std::string range = compact(l.lowest) + " .. " + compact(l.max);
-    std::printf("%-6s %4d %5d  %-26s  %4s  %.2f (%d)\n", dtype_name(t), l.bits, l.bits / 8, range.c_str(),
+    std::printf("%-6s %4d %5zu  %-26s  %4s  %.2f (%d)\n", name.c_str(), l.bits, dtype_size(l.dtype), range.c_str(),
                 compact(l.epsilon).c_str(), l.decimal_digits, l.guaranteed_digits);
   }
   std::printf(
@@ -283,7 +292,9 @@ void show_table(nlohmann::json* json) {
       "  epsilon = 2^-mantissa, the gap between 1 and the next value.\n"
       "  decimal digits = log10(2^p) with p = mantissa + 1 significant bits (an integer's value bits);\n"
       "  in parentheses the digits guaranteed to survive decimal -> format -> decimal, C++'s digits10:\n"
-      "  floor((p - 1) × log10 2) for floats, floor(p × log10 2) for integers.\n");
+      "  floor((p - 1) × log10 2) for floats, floor(p × log10 2) for integers.\n"
+      "tf32 is not a storage format: NVIDIA's tensor cores (A100 on) multiply f32 matrices in it, f32's range\n"
+      "with f16's 10 mantissa bits, and the values stay f32 (4 bytes) in memory (PyTorch: allow_tf32).\n");
 }
 
 void dtype_command(const std::vector<std::string>& texts, std::optional<double> scale, bool table, bool json) {

@@ -60,8 +60,8 @@ void add_run_flags(CLI::App* c, RunFlags& f, bool flops_allowed) {
   number_flag(c, "--tokens", f.tokens, "tokens (or samples) trained on; FLOPs = 6 x params x tokens", kPositive);
   if (flops_allowed) number_flag(c, "--flops", f.flops, "or the training FLOPs themselves", kPositive);
   c->add_option("--device", f.device, memory::device_names())->capture_default_str();
-  c->add_option("--precision", f.precision, "whose peak: bf16 | fp16 | fp32 | int8")
-      ->check(one_of({"bf16", "fp16", "fp32", "int8"}))
+  c->add_option("--precision", f.precision, "whose peak: bf16 | fp16 | fp32 | tf32 (f32 on the tensor cores) | int8")
+      ->check(one_of({"bf16", "fp16", "fp32", "tf32", "int8"}))
       ->capture_default_str();
   number_flag(c, kGpusFlag, f.count, "devices training together", {.min = 1, .max = memory::kMaxWorld});
   number_flag(c, "--mfu", f.mfu, "model FLOPs utilisation in (0, 1]: the fraction of the peak reached (0.3-0.5 is usual)",
@@ -372,8 +372,8 @@ void add_estimate_command(CLI::App& app, std::function<void()>& run) {
               {.min = 0, .max = 8, .min_open = true});
   number_flag(comm, "--batch-tokens,--batch", f->batch, "tokens (or samples) per step over all ranks", kPositive);
   comm->add_option("--device", f->run.device, memory::device_names())->capture_default_str();
-  comm->add_option("--precision", f->run.precision, "bf16 | fp16 | fp32 | int8")
-      ->check(one_of({"bf16", "fp16", "fp32", "int8"}))
+  comm->add_option("--precision", f->run.precision, "bf16 | fp16 | fp32 | tf32 | int8")
+      ->check(one_of({"bf16", "fp16", "fp32", "tf32", "int8"}))
       ->capture_default_str();
   number_flag(comm, "--mfu", f->run.mfu, "model FLOPs utilisation in (0, 1]", {.min = 0, .max = 1, .min_open = true});
   number_flag(comm, "--topk", f->topk, "top-k compression's kept fraction", {.min = 0, .max = 1, .min_open = true});

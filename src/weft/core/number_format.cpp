@@ -49,35 +49,46 @@ uint64_t encode_with_weft(double value, DType t) {
 
 }  // namespace
 
+FormatLimits float_limits(int exponent_bits, int mantissa_bits, int bits) {
+  const int e = exponent_bits, m = mantissa_bits;
+  FormatLimits limits{};
+  limits.dtype = DType::f32;
+  limits.bits = bits;
+  limits.exponent_bits = e;
+  limits.mantissa_bits = m;
+  limits.exponent_bias = (1 << (e - 1)) - 1;
+  limits.precision_bits = m + 1;
+  limits.max = std::ldexp(2.0 - std::ldexp(1.0, -m), limits.exponent_bias);
+  limits.lowest = -limits.max;
+  limits.min_normal = std::ldexp(1.0, 1 - limits.exponent_bias);
+  limits.min_subnormal = std::ldexp(1.0, 1 - limits.exponent_bias - m);
+  limits.epsilon = std::ldexp(1.0, -m);
+  // Within one binade the spacing is fixed but a decade spans up to four binades, so only
+  // p - 1 bits are guaranteed everywhere.
+  limits.guaranteed_digits = static_cast<int>(std::floor((limits.precision_bits - 1) * std::log10(2.0)));
+  limits.decimal_digits = limits.precision_bits * std::log10(2.0);
+  return limits;
+}
+
 FormatLimits format_limits(DType t) {
   const double log10_2 = std::log10(2.0);
   FormatLimits limits{};
-  limits.dtype = t;
-  limits.bits = static_cast<int>(dtype_size(t)) * 8;
   if (is_floating(t)) {
     auto [e, m] = float_layout(t);
-    limits.exponent_bits = e;
-    limits.mantissa_bits = m;
-    limits.exponent_bias = (1 << (e - 1)) - 1;
-    limits.precision_bits = m + 1;
-    limits.max = std::ldexp(2.0 - std::ldexp(1.0, -m), limits.exponent_bias);
-    limits.lowest = -limits.max;
-    limits.min_normal = std::ldexp(1.0, 1 - limits.exponent_bias);
-    limits.min_subnormal = std::ldexp(1.0, 1 - limits.exponent_bias - m);
-    limits.epsilon = std::ldexp(1.0, -m);
-    // Within one binade the spacing is fixed but a decade spans up to four binades, so only
-    // p - 1 bits are guaranteed everywhere.
-    limits.guaranteed_digits = static_cast<int>(std::floor((limits.precision_bits - 1) * log10_2));
-  } else {
-    WEFT_CHECK(t == DType::i32 || t == DType::i8 || t == DType::u8, DTypeError,
-               "format limits cover f64 f32 f16 bf16 i32 i8 u8, got ", dtype_name(t));
-    bool is_signed = t != DType::u8;
-    limits.precision_bits = is_signed ? limits.bits - 1 : limits.bits;
-    limits.max = std::ldexp(1.0, limits.precision_bits) - 1;
-    limits.lowest = is_signed ? -std::ldexp(1.0, limits.precision_bits) : 0.0;
-    limits.epsilon = 1;
-    limits.guaranteed_digits = static_cast<int>(std::floor(limits.precision_bits * log10_2));
+    limits = float_limits(e, m, static_cast<int>(dtype_size(t)) * 8);
+    limits.dtype = t;
+    return limits;
   }
+  WEFT_CHECK(t == DType::i32 || t == DType::i8 || t == DType::u8, DTypeError,
+             "format limits cover f64 f32 f16 bf16 i32 i8 u8, got ", dtype_name(t));
+  limits.dtype = t;
+  limits.bits = static_cast<int>(dtype_size(t)) * 8;
+  const bool is_signed = t != DType::u8;
+  limits.precision_bits = is_signed ? limits.bits - 1 : limits.bits;
+  limits.max = std::ldexp(1.0, limits.precision_bits) - 1;
+  limits.lowest = is_signed ? -std::ldexp(1.0, limits.precision_bits) : 0.0;
+  limits.epsilon = 1;
+  limits.guaranteed_digits = static_cast<int>(std::floor(limits.precision_bits * log10_2));
   limits.decimal_digits = limits.precision_bits * log10_2;
   return limits;
 }

@@ -38,6 +38,10 @@ struct FormatLimits {
                           // floor((p - 1) × log10 2) for floats, floor(p × log10 2) for integers
 };
 FormatLimits format_limits(DType t);  // throws DTypeError for i64 and bool
+// A floating format's limits from its field widths, for formats that are not a DType: TF32, the
+// tensor cores' multiply format for f32 matrices (8 exponent and 10 mantissa bits, 19 in all, held
+// in f32's 32: float_limits(8, 10, 19)). `dtype` is f32 then, where its values live.
+FormatLimits float_limits(int exponent_bits, int mantissa_bits, int bits);
 
 enum class FloatKind { zero, subnormal, normal, infinity, nan };
 const char* float_kind_name(FloatKind kind);  // "zero", "subnormal", ...

@@ -110,7 +110,8 @@ DeviceSpec cpu_device() {
   cpu.peak = {.bf16 = cores_hz * (info.avx512_bf16 ? 128 : fp32_per_cycle),
               .fp16 = cores_hz * fp32_per_cycle,
               .fp32 = cores_hz * fp32_per_cycle,
-              .int8 = cores_hz * (info.vnni ? 256 : fp32_per_cycle)};
+              .int8 = cores_hz * (info.vnni ? 256 : fp32_per_cycle),
+              .tf32 = 0};
   cpu.compute_source = str(info.cores, " cores (distinct core ids in /proc/cpuinfo) x ", info.hz / 1e9, " GHz (",
                            info.frequency_from, ") x ", fp32_per_cycle, " fp32 FLOPs per cycle (",
                            info.avx512 ? "AVX-512" : info.avx2_fma ? "AVX2" : "SSE",
@@ -128,7 +129,12 @@ double peak_flops(const DeviceSpec& device, std::string_view precision) {
   if (precision == "fp16") return device.peak.fp16;
   if (precision == "fp32") return device.peak.fp32;
   if (precision == "int8") return device.peak.int8;
-  throw ValueError(str("--precision: must be one of bf16, fp16, fp32, int8, got '", precision, "'"));
+  if (precision == "tf32") {
+    WEFT_CHECK(device.peak.tf32 > 0, ValueError, "--precision tf32: ", device.name,
+               " has no TF32 units (NVIDIA's tensor cores from the A100 on); give fp32");
+    return device.peak.tf32;
+  }
+  throw ValueError(str("--precision: must be one of bf16, fp16, fp32, tf32, int8, got '", precision, "'"));
 }
 
 const std::vector<DeviceSpec>& gpu_devices() {
@@ -137,9 +143,9 @@ const std::vector<DeviceSpec>& gpu_devices() {
        "NVIDIA A100 Tensor Core GPU datasheet: 40GB HBM2 "
        "(https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
        "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)",
-       {.bf16 = 312 * kTera, .fp16 = 312 * kTera, .fp32 = 19.5 * kTera, .int8 = 624 * kTera},
+       {.bf16 = 312 * kTera, .fp16 = 312 * kTera, .fp32 = 19.5 * kTera, .int8 = 624 * kTera, .tf32 = 156 * kTera},
        1555e9,
-       "NVIDIA A100 Tensor Core GPU datasheet (SXM): dense bf16/fp16 312 TFLOPS, fp32 19.5 TFLOPS (TF32 156), "
+       "NVIDIA A100 Tensor Core GPU datasheet (SXM): dense bf16/fp16 312 TFLOPS, fp32 19.5 TFLOPS, TF32 156, "
        "int8 624 TOPS, HBM2 1,555 GB/s",
        32.77 / 8, 32.77 / 8 * kSpotFraction,
        "AWS EC2 p4d.24xlarge (8x A100 40GB) $32.77/hour on demand, us-east-1" + kSpotRule},
@@ -147,37 +153,38 @@ const std::vector<DeviceSpec>& gpu_devices() {
        "NVIDIA A100 Tensor Core GPU datasheet: 80GB HBM2e "
        "(https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
        "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)",
-       {.bf16 = 312 * kTera, .fp16 = 312 * kTera, .fp32 = 19.5 * kTera, .int8 = 624 * kTera},
+       {.bf16 = 312 * kTera, .fp16 = 312 * kTera, .fp32 = 19.5 * kTera, .int8 = 624 * kTera, .tf32 = 156 * kTera},
        2039e9,
-       "NVIDIA A100 Tensor Core GPU datasheet (SXM): dense bf16/fp16 312 TFLOPS, fp32 19.5 TFLOPS (TF32 156), "
+       "NVIDIA A100 Tensor Core GPU datasheet (SXM): dense bf16/fp16 312 TFLOPS, fp32 19.5 TFLOPS, TF32 156, "
        "int8 624 TOPS, HBM2e 2,039 GB/s",
        40.97 / 8, 40.97 / 8 * kSpotFraction,
        "AWS EC2 p4de.24xlarge (8x A100 80GB) $40.97/hour on demand, us-east-1" + kSpotRule},
       {"H100", 80 * kGB,
        "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 80GB "
        "(https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)",
-       {.bf16 = 989 * kTera, .fp16 = 989 * kTera, .fp32 = 67 * kTera, .int8 = 1979 * kTera},
+       {.bf16 = 989 * kTera, .fp16 = 989 * kTera, .fp32 = 67 * kTera, .int8 = 1979 * kTera, .tf32 = 494.5 * kTera},
        3.35e12,
-       "NVIDIA H100 datasheet (SXM): dense bf16/fp16 989 TFLOPS (1,979 with sparsity), fp32 67 TFLOPS, int8 1,979 "
-       "TOPS, HBM3 3.35 TB/s",
+       "NVIDIA H100 datasheet (SXM): dense bf16/fp16 989 TFLOPS (1,979 with sparsity), fp32 67 TFLOPS, TF32 494.5 "
+       "(989 with sparsity), int8 1,979 TOPS, HBM3 3.35 TB/s",
        98.32 / 8, 98.32 / 8 * kSpotFraction,
        "AWS EC2 p5.48xlarge (8x H100) $98.32/hour on demand, us-east-1" + kSpotRule},
       {"H200", 141 * kGB,
        "NVIDIA H200 Tensor Core GPU product page and datasheet: 141GB HBM3e "
        "(https://www.nvidia.com/en-us/data-center/h200/)",
-       {.bf16 = 989 * kTera, .fp16 = 989 * kTera, .fp32 = 67 * kTera, .int8 = 1979 * kTera},
+       {.bf16 = 989 * kTera, .fp16 = 989 * kTera, .fp32 = 67 * kTera, .int8 = 1979 * kTera, .tf32 = 494.5 * kTera},
        4.8e12,
-       "NVIDIA H200 datasheet (SXM): the H100's compute, dense bf16/fp16 989 TFLOPS, fp32 67 TFLOPS, int8 1,979 "
-       "TOPS; HBM3e 4.8 TB/s",
+       "NVIDIA H200 datasheet (SXM): the H100's compute, dense bf16/fp16 989 TFLOPS, fp32 67 TFLOPS, TF32 494.5, "
+       "int8 1,979 TOPS; HBM3e 4.8 TB/s",
        50.44 / 8, 50.44 / 8 * kSpotFraction,
        "CoreWeave NVIDIA HGX H200 (8 GPUs) $50.44/hour on demand (https://www.coreweave.com/pricing)" + kSpotRule},
       {"RTX4090", 24 * kGB,
        "NVIDIA GeForce RTX 4090 specifications: 24 GB GDDR6X "
        "(https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4090/)",
-       {.bf16 = 165.2 * kTera, .fp16 = 165.2 * kTera, .fp32 = 82.6 * kTera, .int8 = 660.6 * kTera},
+       {.bf16 = 165.2 * kTera, .fp16 = 165.2 * kTera, .fp32 = 82.6 * kTera, .int8 = 660.6 * kTera,
+        .tf32 = 82.6 * kTera},
        1008e9,
        "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix A (RTX 4090): dense bf16/fp16 tensor with fp32 "
-       "accumulate 165.2 TFLOPS, fp32 82.6 TFLOPS, int8 660.6 TOPS, GDDR6X 1,008 GB/s",
+       "accumulate 165.2 TFLOPS, fp32 82.6 TFLOPS, TF32 tensor 82.6 TFLOPS, int8 660.6 TOPS, GDDR6X 1,008 GB/s",
        0.69, 0.69 * kSpotFraction,
        "RunPod RTX 4090 secure cloud $0.69/hour on demand (https://www.runpod.io/pricing)" + kSpotRule},
   };

@@ -23,8 +23,10 @@
 namespace weft::memory {
 
 // Dense peak floating-point (int8: integer) operations per second, by the format the multiplies take.
+// tf32: f32 matrices multiplied on the tensor cores with 10 of their 23 mantissa bits (A100 on; what
+// PyTorch's allow_tf32 turns on), the values f32 in memory; 0 where there is no such unit (a CPU).
 struct PeakFlops {
-  double bf16 = 0, fp16 = 0, fp32 = 0, int8 = 0;
+  double bf16 = 0, fp16 = 0, fp32 = 0, int8 = 0, tf32 = 0;
 };
 
 struct DeviceSpec {
@@ -42,7 +44,8 @@ struct DeviceSpec {
 // The date the prices in the table were taken.
 inline constexpr const char* kPriceSnapshot = "2024-12";
 
-// The peak for a --precision name (bf16, fp16, fp32, int8); anything else is a ValueError.
+// The peak for a --precision name (bf16, fp16, fp32, tf32, int8); anything else, and tf32 on a
+// device without it, is a ValueError.
 double peak_flops(const DeviceSpec& device, std::string_view precision);
 
 // A link between devices: bandwidth per direction and the latency of one message over it.
