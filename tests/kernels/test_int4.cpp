@@ -38,7 +38,9 @@ TEST(Int4Kernel, DequantizeUsesOneScalePerGroupIncludingARaggedLastOne) {
 
 TEST(Int4Kernel, LinearMatchesReference) {
   Generator gen(2);
-  for (auto [M, K, N, group] : {std::tuple{1, 64, 10, 32}, {7, 784, 33, 32}, {128, 50, 20, 32}, {3, 9, 4, 4}}) {
+  // Up to 8 rows (decoding) the weight is read packed (kernels/cpu/weight_only.h); from 9, expanded.
+  for (auto [M, K, N, group] : {std::tuple{1, 64, 10, 32}, {7, 784, 33, 32}, {128, 50, 20, 32}, {3, 9, 4, 4},
+                                {8, 33, 5, 32}, {9, 33, 5, 32}, {2, 1, 3, 32}, {5, 70, 6, 16}}) {
     Tensor packed = cpu::pack_int4(random_nibbles({N, K}, 3 + K));
     Tensor scales = Tensor::rand({N, (K + group - 1) / group}, gen);
     Tensor x = Tensor::randn({M, K}, gen), bias = Tensor::randn({N}, gen);

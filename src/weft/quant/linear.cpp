@@ -2,6 +2,7 @@
 
 #include "weft/kernels/cpu/int4.h"
 #include "weft/kernels/cpu/matmul.h"
+#include "weft/kernels/cpu/weight_only.h"
 #include "weft/quant/weights.h"
 
 namespace weft::quant {
@@ -89,6 +90,33 @@ Tensor DynamicQuantizedLinear::forward(const Tensor& x) {
 std::string DynamicQuantizedLinear::extra_repr() const {
   return shape_repr(in_features, out_features, has_bias_);
 }
+
+Int8WeightOnlyLinear::Int8WeightOnlyLinear(const Tensor& weight, const Tensor& weight_scale, const Tensor& bias)
+    : Module("Int8WeightOnlyLinear"),
+      in_features(weight.defined() && weight.dim() == 2 ? weight.size(1) : 0),
+      out_features(weight.defined() && weight.dim() == 2 ? weight.size(0) : 0),
+      weight_(weight),
+      scales_(weight_scale),
+      bias_(bias) {
+  // The kernel's own checks, on a row of the input it will take.
+  cpu::int8_weight_only_linear(Tensor::zeros({1, in_features}), weight, weight_scale, bias);
+  register_buffer("weight", weight);
+  register_buffer("weight_scale", weight_scale);
+  if (bias.defined()) register_buffer("bias", bias);
+}
+
+std::shared_ptr<Int8WeightOnlyLinear> Int8WeightOnlyLinear::from_float(const nn::Linear& linear) {
+  Int8Weight w = quantize_weight_int8(linear.weight.detach().to(DType::f32));
+  return std::make_shared<Int8WeightOnlyLinear>(w.values, w.scales, f32_bias(linear));
+}
+
+Tensor Int8WeightOnlyLinear::forward(const Tensor& x) {
+  return on_rows("Int8WeightOnlyLinear", x, in_features, out_features, [&](const Tensor& rows) {
+    return cpu::int8_weight_only_linear(rows, weight_, scales_, bias_);
+  });
+}
+
+std::string Int8WeightOnlyLinear::extra_repr() const { return shape_repr(in_features, out_features, bias_.defined()); }
 
 Int4Linear::Int4Linear(int64_t in_features, int64_t group_size, const Tensor& packed, const Tensor& scales,
                        const Tensor& bias)

@@ -5,6 +5,8 @@
 //                           calibration chose (quant/ptq.h), then cpu::Int8Linear.
 //   DynamicQuantizedLinear  dynamic int8: the u8 scale and zero point come from each batch's own
 //                           min and max (one extra pass over x), as torch's quantize_dynamic.
+//   Int8WeightOnlyLinear    weight-only int8 (per output channel), f32 activations: what a
+//                           language model's decoding wants, bound by reading the weights.
 //   Int4Linear              weight-only int4 (groups of input features), f32 activations.
 //
 // What each saves (its buffers, so state_dict() is exactly what a quantized checkpoint holds):
@@ -52,6 +54,20 @@ class DynamicQuantizedLinear : public nn::Module {
  private:
   cpu::Int8Linear kernel_;
   bool has_bias_;
+};
+
+class Int8WeightOnlyLinear : public nn::Module {
+ public:
+  // weight i8 [out, in], weight_scale f32 [out], bias f32 [out] or undefined.
+  Int8WeightOnlyLinear(const Tensor& weight, const Tensor& weight_scale, const Tensor& bias);
+  static std::shared_ptr<Int8WeightOnlyLinear> from_float(const nn::Linear& linear);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  const int64_t in_features, out_features;
+
+ private:
+  Tensor weight_, scales_, bias_;
 };
 
 class Int4Linear : public nn::Module {

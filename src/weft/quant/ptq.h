@@ -31,4 +31,11 @@ std::shared_ptr<nn::Sequential> quantize_static(const nn::Sequential& model, con
 std::shared_ptr<nn::Sequential> quantize_dynamic(const nn::Sequential& model);
 std::shared_ptr<nn::Sequential> quantize_int4(const nn::Sequential& model, int64_t group_size = 32);
 
+// Weight-only quantization of any model, in place: every nn::Linear anywhere in it (a GPT's
+// attention and MLP projections) becomes an Int8WeightOnlyLinear (bits 8) or an Int4Linear in
+// groups of group_size (bits 4), in its place and under its name. Embeddings, norms and the
+// rest stay as they are (a GPT's output projection is its token embedding: it stays f32).
+// Returns how many layers it replaced; bits other than 8 and 4 → ValueError.
+int64_t quantize_linear_weights(nn::Module& model, int bits, int64_t group_size = 32);
+
 }  // namespace weft::quant

@@ -4,6 +4,7 @@
 
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu/matmul.h"
+#include "weft/kernels/cpu/weight_only.h"
 
 namespace weft::cpu {
 
@@ -15,6 +16,21 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int32_t nibble(uint8_t byte, int64_t k) {
   const int32_t v = (k & 1) ? byte >> 4 : byte & 0xF;
   return v >= 8 ? v - 16 : v;
+}
+
+// One weight row of K elements, scaled, from its bytes and its groups' scales.
+void decode_row(const uint8_t* row, const float* scale, int64_t K, int64_t group_size, float* out) {
+  // Both nibbles of each byte first (((v & 15) ^ 8) - 8 sign-extends 4 bits), then the scales:
+  // two loops the compiler vectorises, where one with k / 2 indexing and a branch it does not.
+  for (int64_t j = 0; j < K / 2; ++j) {
+    out[2 * j] = static_cast<float>(((row[j] & 0xF) ^ 8) - 8);
+    out[2 * j + 1] = static_cast<float>(((row[j] >> 4) ^ 8) - 8);
+  }
+  if (K % 2) out[K - 1] = static_cast<float>(((row[K / 2] & 0xF) ^ 8) - 8);
+  for (int64_t g = 0, k = 0; k < K; ++g) {
+    const float s = scale[g];
+    for (const int64_t k1 = std::min(K, k + group_size); k < k1; ++k) out[k] *= s;
+  }
 }
 
 }  // namespace
@@ -90,28 +106,25 @@ Tensor dequantize_int4(const Tensor& packed, const Tensor& scales, int64_t in_fe
   Tensor w = Tensor::empty({N, K}, DType::f32);
   float* dst = w.data<float>();
   parallel_for(N, N * K >= kParallelGrain, [&](int64_t n_begin, int64_t n_end) {
-    for (int64_t n = n_begin; n < n_end; ++n) {
-      const uint8_t* row = src + n * bytes;
-      float* out = dst + n * K;
-      // Both nibbles of each byte first (((v & 15) ^ 8) - 8 sign-extends 4 bits), then the scales:
-      // two loops the compiler vectorises, where one with k / 2 indexing and a branch it does not.
-      for (int64_t j = 0; j < K / 2; ++j) {
-        out[2 * j] = static_cast<float>(((row[j] & 0xF) ^ 8) - 8);
-        out[2 * j + 1] = static_cast<float>(((row[j] >> 4) ^ 8) - 8);
-      }
-      if (K % 2) out[K - 1] = static_cast<float>(((row[K / 2] & 0xF) ^ 8) - 8);
-      for (int64_t g = 0; g < groups; ++g) {
-        const float s = scale[n * groups + g];
-        const int64_t k1 = std::min(K, (g + 1) * group_size);
-        for (int64_t k = g * group_size; k < k1; ++k) out[k] *= s;
-      }
-    }
+    for (int64_t n = n_begin; n < n_end; ++n)
+      decode_row(src + n * bytes, scale + n * groups, K, group_size, dst + n * K);
   });
   return w;
 }
 
 Tensor int4_linear(const Tensor& x, const Tensor& packed, const Tensor& scales, int64_t group_size, const Tensor& bias) {
   check_x("int4_linear", x, packed, bias);
+  if (x.size(0) <= kFusedRows) {
+    const int64_t K = x.size(1);
+    check_int4_weight("int4_linear", packed, scales, K, group_size);
+    Tensor pc = packed.contiguous_untracked(), sc = scales.contiguous_untracked();
+    const uint8_t* src = pc.data<uint8_t>();
+    const float* scale = sc.data<float>();
+    const int64_t bytes = packed.size(1), groups = scales.size(1);
+    return fused_weight_only_linear(x, packed.size(0), bias, [&](int64_t n, const float* xs, int64_t rows, float* out) {
+      int4_row_dots(src + n * bytes, scale + n * groups, group_size, xs, K, rows, out);
+    });
+  }
   Tensor w = dequantize_int4(packed, scales, x.size(1), group_size);
   // w's transpose as a raw strided view: Tensor::t() belongs to ops (it records for autograd).
   return matmul(x, w.as_strided({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.storage_offset()), bias);

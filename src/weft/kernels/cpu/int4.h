@@ -7,10 +7,11 @@
 //           last run of a row may be shorter when group_size does not divide K);
 // and stands for w[n, k] = scales[n, k / group_size] * q[n, k]. A pad nibble (odd K) is 0.
 //
-// int4_linear(x, ...) = x @ w^T + bias. Its fast path expands the weight to f32 on every call
-// (parallel over rows) and runs oneDNN's f32 GEMM: int4 buys 8x smaller weights in the file and
-// in memory between calls, not faster arithmetic. The reference decodes each nibble inside a
-// plain f64 triple loop.
+// int4_linear(x, ...) = x @ w^T + bias. At up to kFusedRows rows of x (decoding) it reads each
+// weight row in its packed bytes and takes its dot products in L1 (kernels/cpu/weight_only.h);
+// at more it expands the weight to f32 on every call (parallel over rows) and runs oneDNN's f32
+// GEMM, where int4 buys 8x smaller weights in the file and in memory between calls, not faster
+// arithmetic. The reference decodes each nibble inside a plain f64 triple loop.
 #pragma once
 #include "weft/core/tensor.h"
 
