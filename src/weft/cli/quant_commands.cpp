@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 struct QuantizeOptions {
   std::string checkpoint, out;
   bool int8 = false, int4 = false, dynamic = false;
+  std::string calibration_flag;  // the first calibration flag given: a GPT takes none
   int64_t calibration_batches = 10, batch_size = 128, group_size = 32;
   std::string observer = "minmax";
   double percentile = 99.99;
@@ -55,16 +56,56 @@ std::vector<Tensor> calibration_batches(const QuantizeOptions& o, const infer::L
   return batches;
 }
 
+// A GPT: its projections weight-only int8 or int4, written with its tokenizer into the directory
+// --out, which weft generate and weft serve take as they take weft train's.
+void quantize_gpt(const QuantizeOptions& o, infer::LoadedModel& loaded, const std::string& source) {
+  WEFT_CHECK(!o.dynamic && o.calibration_flag.empty(), ValueError,
+             o.dynamic ? std::string("--dynamic") : o.calibration_flag,
+             ": not for a GPT, whose int8 and int4 are weight-only (its activations stay f32, nothing to calibrate)");
+  WEFT_CHECK(o.dataset.empty() && o.data_dir.empty(), ValueError, o.dataset.empty() ? "--data-dir" : "--dataset",
+             ": not for a GPT (nothing to calibrate)");
+  const fs::path dir(o.out), file = dir / "model.safetensors";
+  std::error_code error;
+  WEFT_CHECK(!fs::exists(dir, error) || fs::is_directory(dir, error), ValueError, "--out ", o.out,
+             ": for a GPT, the directory to write model.safetensors and its tokenizer into; this is a file");
+  check_output_file("--out", file.string(), o.overwrite);
+  const int bits = o.int4 ? 4 : 8;
+  nn::GPT& gpt = *loaded.gpt;
+  gpt.to(DType::f32);  // a bf16 checkpoint widens exactly; quantization starts from f32
+  const int64_t layers = quant::quantize_linear_weights(gpt, bits, o.group_size);
+  std::map<std::string, std::string> metadata = infer::gpt_metadata(gpt.config, *loaded.tokenizer);
+  metadata["weft.source"] = source;
+  fs::create_directories(dir);
+  quant::save_quantized_gpt(file.string(), gpt, bits, o.group_size, metadata);
+  infer::save_tokenizer(*loaded.tokenizer, dir.string());
+
+  const std::string scheme = quant::scheme_name(bits == 8 ? quant::Scheme::int8_weight_only : quant::Scheme::int4_weight_only);
+  const int64_t f32_bytes = static_cast<int64_t>(fs::file_size(source));
+  const int64_t quantized_bytes = static_cast<int64_t>(fs::file_size(file));
+  const double ratio = static_cast<double>(f32_bytes) / static_cast<double>(quantized_bytes);
+  std::cout << "quantized gpt to " << scheme << ": " << layers << " Linear layers ("
+            << (bits == 8 ? std::string("per output channel") : str("groups of ", o.group_size))
+            << "), the token embedding and norms f32\n";
+  std::printf("file size: %s %s (%lld bytes), %s %s (%lld bytes): %.2fx smaller\n", dtype_name(loaded.dtype),
+              format_bytes(f32_bytes).c_str(), static_cast<long long>(f32_bytes), scheme.c_str(),
+              format_bytes(quantized_bytes).c_str(), static_cast<long long>(quantized_bytes), ratio);
+  std::cout << "written to " << o.out << " (sample it with: " << shell_quote(program_name())
+            << " generate --checkpoint " << shell_quote(o.out) << " --prompt ...)\n";
+  if (o.json)
+    std::cout << nlohmann::json{{"model", "gpt"}, {"quantization", scheme}, {"out", file.string()},
+                                {"f32_bytes", f32_bytes}, {"quantized_bytes", quantized_bytes}, {"ratio", ratio}}.dump()
+              << "\n";
+}
+
 void quantize(const QuantizeOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const std::string source = infer::model_file(o.checkpoint);
   io::mark_as_input(source);
-  check_output_file("--out", o.out, o.overwrite);
   infer::LoadedModel loaded = infer::load_model(source, {.dataset = o.dataset});
   WEFT_CHECK(loaded.scheme == "none", ValueError, source, " is already quantized (", loaded.scheme,
              "); quantize the f32 checkpoint that weft train wrote");
-  WEFT_CHECK(loaded.kind != nn::ModelKind::gpt, ValueError, source,
-             " holds a GPT; weft quantize quantizes the image classifiers (mlp, cnn)");
+  if (loaded.kind == nn::ModelKind::gpt) return quantize_gpt(o, loaded, source);
+  check_output_file("--out", o.out, o.overwrite);
   WEFT_CHECK(!infer::saved_classes(loaded.metadata, loaded.file), ValueError, source, " was trained on its own data (",
              loaded.dataset, ", weft train --data); weft quantize quantizes the classifiers of fashion-mnist and mnist");
   if (!loaded.note.empty()) std::cerr << "note: " << loaded.note << "\n";
@@ -121,12 +162,16 @@ void quantize(const QuantizeOptions& o) {
 
 void add_quant_commands(CLI::App& app, std::function<void()>& run) {
   auto o = std::make_shared<QuantizeOptions>();
-  CLI::App* q = app.add_subcommand("quantize", "post-training quantization of a weft train checkpoint (int8 or int4)");
+  CLI::App* q = app.add_subcommand("quantize", "post-training quantization of a weft train checkpoint (int8 or int4): "
+                                   "a classifier's, or a GPT's projections (weight-only)");
   q->add_option("checkpoint,--checkpoint", o->checkpoint, "model.safetensors or the checkpoint directory holding it")
       ->required()->check(not_empty());
-  q->add_option("--out", o->out, "the quantized .safetensors file to write")->required()->check(not_empty());
+  q->add_option("--out", o->out, "the quantized .safetensors file to write; for a GPT, the directory to write it and its "
+                "tokenizer into")
+      ->required()->check(not_empty());
   q->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
-  auto int8 = q->add_flag("--int8", o->int8, "int8 weights per output channel; u8 activations per tensor");
+  auto int8 = q->add_flag("--int8", o->int8, "int8 weights per output channel; u8 activations per tensor (a GPT: "
+                          "weight-only, f32 activations)");
   auto int4 = q->add_flag("--int4", o->int4, "int4 weights of Linear layers in groups; f32 activations");
   int8->excludes(int4);
   q->add_flag("--dynamic", o->dynamic, "int8: activation scales per batch at run time instead of calibrated");
@@ -152,9 +197,11 @@ void add_quant_commands(CLI::App& app, std::function<void()>& run) {
     WEFT_CHECK(!o->dynamic || o->int8, ValueError, "--dynamic: applies to --int8 only");
     // A value typed for a flag this scheme does not read would be silently ignored.
     const char* scheme = o->int4 ? "--int4" : "--int8 --dynamic";
-    for (CLI::Option* option : calibration)
+    for (CLI::Option* option : calibration) {
       WEFT_CHECK(option->count() == 0 || (o->int8 && !o->dynamic), ValueError, option->get_name(),
                  ": is not a flag of ", scheme, " (only static --int8 calibrates)");
+      if (option->count() > 0 && o->calibration_flag.empty()) o->calibration_flag = option->get_name();
+    }
     WEFT_CHECK(group_size->count() == 0 || o->int4, ValueError, "--group-size: is not a flag of --int8 (only --int4 "
                "groups weights)");
     WEFT_CHECK(o->observer == "percentile" || percentile->count() == 0, ValueError,

@@ -6,6 +6,7 @@
 #include "weft/io/safetensors.h"
 #include "weft/nn/models.h"
 #include "weft/quant/checkpoint.h"
+#include "weft/quant/ptq.h"
 
 namespace weft::infer {
 
@@ -92,6 +93,11 @@ void load_gpt(LoadedModel& loaded, const std::string& path, const LoadOptions& o
   Weights weights = load_weights(loaded.file);
   loaded.dtype = model_dtype(weights_dtype(weights.state, loaded.file));
   loaded.gpt = std::make_shared<nn::GPT>(saved.config);
+  // A quantized GPT: the same model quantized alike first, so that its tensors are the file's kind.
+  if (const std::optional<quant::GptQuantization> q = quant::gpt_quantization(weights.metadata, loaded.file)) {
+    quant::quantize_linear_weights(*loaded.gpt, q->bits, q->group_size);
+    loaded.scheme = quant::scheme_name(q->scheme);
+  }
   load_into(*loaded.gpt, weights, loaded.file, loaded.dtype);
   loaded.model = loaded.gpt;
   loaded.input_shape = {saved.config.context};

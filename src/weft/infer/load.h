@@ -5,7 +5,8 @@
 //                                 Module::to(bf16), saved with its metadata)
 //   int8 or int4 classifier       `weft quantize` (quant/checkpoint.h)
 //   GPT with its tokenizer        `weft train --model gpt --out DIR` (DIR/tokenizer.model for SentencePiece),
-//                                 `weft import gpt2` (DIR/vocab.json and DIR/merges.txt: GPT-2's BPE)
+//                                 `weft import gpt2` (DIR/vocab.json and DIR/merges.txt: GPT-2's BPE),
+//                                 `weft quantize` (int8 or int4 weight-only projections)
 //
 // `path` is a checkpoint directory (its model.safetensors) or a .safetensors file; the metadata
 // keys are those of infer/metadata.h. Invariants of a LoadedModel: the model is in eval mode and
@@ -68,7 +69,8 @@ struct LoadedModel {
   Shape input_shape;                 // one sample: [C, H, W] for classifiers, [context] (at most) for a GPT
   std::vector<std::string> labels;   // class names by class id; empty for a GPT
   DType dtype = DType::f32;          // of the floating weights
-  std::string scheme = "none";       // quantization: none | int8-static | int8-dynamic | int4-weight-only
+  std::string scheme = "none";       // quantization: none | int8-static | int8-dynamic | int4-weight-only |
+                                     // int8-weight-only (a GPT's: int8 or int4 weight-only)
   std::string file;                  // the .safetensors file read
   std::map<std::string, std::string> metadata;  // all of the file's
 

@@ -64,13 +64,23 @@ std::string tokenizer_file(const std::string& dir) { return (fs::path(dir) / "to
 // A config read from a file is checked against the tensors in the same file before a model is
 // built from it: a count that disagrees would otherwise build (and allocate) a model the file
 // cannot fill, and an absurd one would exhaust memory before any tensor was compared.
+// A quantized GPT's file holds its projections packed with their scales, so only a bound can be
+// checked here (every parameter takes at least half a byte, int4's nibble); its tensors are
+// checked one by one against the model once it is built (check_fit).
 void check_against_tensors(const nn::GPTConfig& config, const io::SafetensorsHeader& header, const std::string& file) {
   int64_t in_file = 0;
-  for (const io::TensorInfo& tensor : header.tensors) in_file += numel(tensor.shape);
+  uint64_t bytes = 0;
+  for (const io::TensorInfo& tensor : header.tensors) {
+    in_file += numel(tensor.shape);
+    bytes += tensor.end - tensor.begin;
+  }
   const int64_t implied = config.num_parameters();
-  WEFT_CHECK(implied == in_file, FormatError, file, ": weft.gpt describes a GPT of ", implied, " parameters (",
-             config.layers, " layers, dim ", config.dim, ", context ", config.context, ", vocab ", config.vocab,
-             ") but the file holds ", in_file, "; the metadata does not belong to these weights");
+  const bool quantized = header.metadata.contains("weft.quantization");
+  WEFT_CHECK(quantized ? static_cast<uint64_t>(implied) <= 2 * bytes : implied == in_file, FormatError, file,
+             ": weft.gpt describes a GPT of ", implied, " parameters (", config.layers, " layers, dim ", config.dim,
+             ", context ", config.context, ", vocab ", config.vocab, ") but the file holds ",
+             quantized ? str(bytes, " bytes of quantized tensors") : std::to_string(in_file),
+             "; the metadata does not belong to these weights");
   // The model is built in f32 before the weights are copied in.
   const uint64_t memory = io::usable_memory_bytes();
   WEFT_CHECK(static_cast<uint64_t>(implied) <= memory / sizeof(float), OutOfMemoryError, file, ": its GPT of ",

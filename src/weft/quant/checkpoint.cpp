@@ -25,10 +25,10 @@ std::string file_of(const std::string& path) {
 }
 
 Scheme scheme_from_name(const std::string& name, const std::string& path) {
-  for (Scheme s : {Scheme::int8_static, Scheme::int8_dynamic, Scheme::int4_weight_only})
+  for (Scheme s : {Scheme::int8_static, Scheme::int8_dynamic, Scheme::int4_weight_only, Scheme::int8_weight_only})
     if (name == scheme_name(s)) return s;
   throw FormatError(str(path, ": unknown ", kSchemeKey, " '", name,
-                        "': expected int8-static, int8-dynamic or int4-weight-only"));
+                        "': expected int8-static, int8-dynamic, int4-weight-only or int8-weight-only"));
 }
 
 // The file's tensors by name, handed out one at a time with their dtype and shape checked;
@@ -129,6 +129,7 @@ const char* scheme_name(Scheme scheme) {
     case Scheme::int8_static: return "int8-static";
     case Scheme::int8_dynamic: return "int8-dynamic";
     case Scheme::int4_weight_only: return "int4-weight-only";
+    case Scheme::int8_weight_only: return "int8-weight-only";
   }
   return "unknown";
 }
@@ -170,6 +171,9 @@ QuantizedClassifier load_quantized_classifier(const std::string& path) {
              " in its metadata)");
   QuantizedClassifier result;
   result.scheme = scheme_from_name(scheme_it->second, file);
+  WEFT_CHECK(result.scheme != Scheme::int8_weight_only, FormatError, file,
+             ": int8-weight-only is a GPT's quantization; a classifier's is int8-static, int8-dynamic or "
+             "int4-weight-only");
   result.metadata = loaded.metadata;
   auto model_it = loaded.metadata.find("weft.model");
   WEFT_CHECK(model_it != loaded.metadata.end(), FormatError, file, ": a quantized checkpoint must name its model in "
@@ -200,6 +204,34 @@ QuantizedClassifier load_quantized_classifier(const std::string& path) {
   reader.expect_all_taken();
   result.model->eval();
   return result;
+}
+
+void save_quantized_gpt(const std::string& path, const nn::Module& model, int bits, int64_t group_size,
+                        std::map<std::string, std::string> metadata) {
+  WEFT_CHECK(bits == 8 || bits == 4, ValueError, "save_quantized_gpt: bits must be 8 or 4, got ", bits);
+  metadata["format"] = "pt";
+  metadata["weft.model"] = "gpt";
+  metadata[kSchemeKey] = scheme_name(bits == 8 ? Scheme::int8_weight_only : Scheme::int4_weight_only);
+  metadata["weft.weights"] = bits == 8 ? "the blocks' Linear weights: i8 symmetric per output channel; the rest f32"
+                                       : "the blocks' Linear weights: int4 symmetric per group of input features, "
+                                         "two per byte, low nibble first; the rest f32";
+  metadata["weft.activations"] = "f32";
+  if (bits == 4) metadata[kGroupSizeKey] = std::to_string(group_size);
+  nn::StateDict state = model.state_dict();
+  io::save_safetensors(path, {state.begin(), state.end()}, metadata);
+}
+
+std::optional<GptQuantization> gpt_quantization(const std::map<std::string, std::string>& metadata,
+                                                const std::string& path) {
+  auto it = metadata.find(kSchemeKey);
+  if (it == metadata.end()) return std::nullopt;
+  GptQuantization q;
+  q.scheme = scheme_from_name(it->second, path);
+  WEFT_CHECK(q.scheme == Scheme::int8_weight_only || q.scheme == Scheme::int4_weight_only, FormatError, path, ": ",
+             kSchemeKey, " '", it->second, "' is a classifier's; a GPT's is int8-weight-only or int4-weight-only");
+  q.bits = q.scheme == Scheme::int8_weight_only ? 8 : 4;
+  if (q.bits == 4) q.group_size = group_size_of(metadata, path);
+  return q;
 }
 
 }  // namespace weft::quant

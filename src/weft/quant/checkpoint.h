@@ -8,7 +8,8 @@
 //
 //   format               pt
 //   weft.model           mlp | cnn        (the architecture: layer types, strides, paddings)
-//   weft.quantization    int8-static | int8-dynamic | int4-weight-only
+//   weft.quantization    int8-static | int8-dynamic | int4-weight-only (a GPT: int8-weight-only |
+//                        int4-weight-only, save_quantized_gpt below)
 //   weft.weights         how weights were quantized, in words
 //   weft.activations     how activations are quantized, in words
 //   weft.int4_group_size the group size (int4 only; required there)
@@ -21,13 +22,16 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "weft/nn/container.h"
 
 namespace weft::quant {
 
-enum class Scheme { int8_static, int8_dynamic, int4_weight_only };
+// int8_weight_only is a GPT's (its projections: quant::quantize_linear_weights); the others a
+// classifier's, and int4_weight_only a GPT's too.
+enum class Scheme { int8_static, int8_dynamic, int4_weight_only, int8_weight_only };
 const char* scheme_name(Scheme scheme);  // "int8-static", ...
 
 void save_quantized_classifier(const std::string& path, const nn::Sequential& model, const std::string& model_name,
@@ -44,5 +48,21 @@ struct QuantizedClassifier {
   std::map<std::string, std::string> metadata;
 };
 QuantizedClassifier load_quantized_classifier(const std::string& path);
+
+// A GPT whose projections are weight-only int8 or int4 (quant::quantize_linear_weights, bits 8 or
+// 4 and `group_size`): its state dict under `metadata` (the GPT's own: weft.model, weft.gpt,
+// weft.tokenizer) with weft.quantization and, for int4, weft.int4_group_size.
+void save_quantized_gpt(const std::string& path, const nn::Module& model, int bits, int64_t group_size,
+                        std::map<std::string, std::string> metadata);
+// What a GPT file's metadata says of its quantization: nothing (f32 or bf16 weights), or the bits
+// and group size to quantize a GPT with before loading the file into it. A scheme a GPT cannot
+// have (int8-static, int8-dynamic, an unknown one) or a bad group size → FormatError.
+struct GptQuantization {
+  int bits = 8;
+  int64_t group_size = 0;  // int4's
+  Scheme scheme = Scheme::int8_weight_only;
+};
+std::optional<GptQuantization> gpt_quantization(const std::map<std::string, std::string>& metadata,
+                                                const std::string& path);
 
 }  // namespace weft::quant
