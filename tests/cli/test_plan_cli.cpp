@@ -164,7 +164,7 @@ TEST(PlanCliTest, InferenceAnswersWhetherAQuantizedModelServes) {
   EXPECT_EQ(j["kv_precision"], "fp16");
   EXPECT_LT(j["max_batch"].get<int64_t>(), 8);
   nlohmann::json count = plan_json("--inference --params 70B --precision int4");
-  EXPECT_EQ(count["weights_bytes"], int64_t{39'375'000'000}) << "4.5 bits a weight";
+  EXPECT_EQ(count["weights_bytes"], int64_t{43'750'000'000}) << "5 bits a weight";
   EXPECT_FALSE(count["kv_known"].get<bool>());
   nlohmann::json gpt2 = plan_json("--inference --model gpt2 --batch 4 --kv-precision fp32");
   EXPECT_EQ(gpt2["kv_bytes_per_sequence"], int64_t{2} * 12 * 768 * 1024 * 4);

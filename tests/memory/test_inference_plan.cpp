@@ -104,8 +104,8 @@ TEST(InferencePlanTest, FormatsCostTheirBytesPerWeight) {
   EXPECT_EQ(linear_weight_bytes(WeightFormat::fp32, 10, 64), 10 * 64 * 4);
   EXPECT_EQ(linear_weight_bytes(WeightFormat::bf16, 10, 64), 10 * 64 * 2);
   EXPECT_EQ(linear_weight_bytes(WeightFormat::int8, 10, 64), 10 * (64 + 4));  // a byte each, an f32 scale a row
-  EXPECT_EQ(linear_weight_bytes(WeightFormat::int4, 10, 64), 10 * 2 * 18);    // two groups of 32 a row
-  EXPECT_EQ(linear_weight_bytes(WeightFormat::int4, 10, 65), 10 * 3 * 18);    // a partial group is a whole one
+  EXPECT_EQ(linear_weight_bytes(WeightFormat::int4, 10, 64), 10 * 2 * 20);    // two groups of 32 a row, an f32 scale each
+  EXPECT_EQ(linear_weight_bytes(WeightFormat::int4, 10, 65), 10 * 3 * 20);    // a partial group is a whole one
   // The Linear weights shrink, the tied token embedding among them; the position embedding, norms
   // and biases stay fp32 beside them. Each
   // tensor is an allocation of its own, rounded up by the allocator (2 MiB segments for the large).
@@ -118,7 +118,7 @@ TEST(InferencePlanTest, FormatsCostTheirBytesPerWeight) {
   EXPECT_EQ(int8.quantized_parameters + int8.other_parameters, gpt2.num_parameters());
   const int64_t other = 4 * int8.other_parameters, rounding = (16 * 12 + 4) * (int64_t{2} << 20);
   for (const auto& [plan, exact] : {std::pair{fp32, 4 * gpt2.num_parameters()},
-                                    std::pair{int8, other + linear + 4 * rows}, std::pair{int4, other + (linear / 768) * 24 * 18}}) {
+                                    std::pair{int8, other + linear + 4 * rows}, std::pair{int4, other + (linear / 768) * 24 * 20}}) {
     EXPECT_GE(plan.weights_bytes, exact) << weight_format_name(plan.request.weights);
     EXPECT_LE(plan.weights_bytes, exact + rounding) << weight_format_name(plan.request.weights);
   }

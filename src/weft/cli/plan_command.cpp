@@ -202,7 +202,7 @@ std::string weights_remark(const memory::InferencePlan& p) {
                     rest = p.kv_known ? "; the rest fp32" : "";
   switch (p.request.weights) {
     case memory::WeightFormat::int8: return which + "1 B + an f32 scale per row" + rest;
-    case memory::WeightFormat::int4: return which + "18 B per 32 (4.5 bits)" + rest;
+    case memory::WeightFormat::int4: return which + "20 B per 32 (5 bits)" + rest;
     default: return str(memory::linear_weight_bytes(p.request.weights, 1, 1), " B/param");
   }
 }

@@ -9,7 +9,7 @@ namespace weft::memory {
 
 namespace {
 
-constexpr int64_t kInt4Group = 32, kInt4GroupBytes = kInt4Group / 2 + 2;  // 16 bytes of nibbles, an fp16 scale
+constexpr int64_t kInt4Group = 32, kInt4GroupBytes = kInt4Group / 2 + 4;  // 16 bytes of nibbles, an f32 scale
 
 int64_t checked_product(std::initializer_list<int64_t> factors) {
   int64_t result = 1;

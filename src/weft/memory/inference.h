@@ -13,8 +13,8 @@
 // Weight formats, in bytes per weight of an [out, in] Linear weight:
 //   fp32 4; fp16, bf16 2;
 //   int8 1 + an f32 scale per output row (per-channel, symmetric): out x (in + 4) bytes;
-//   int4 groups of 32 along a row with an fp16 scale each (GGUF's q4_0): 18 bytes per 32 weights,
-//        4.5 bits a weight.
+//   int4 groups of 32 along a row with an f32 scale each: 20 bytes per 32 weights, 5 bits a weight,
+//        as weft's Int4Linear stores them (GGUF's q4_0 keeps the scale in fp16: 18 bytes, 4.5 bits).
 // The KV cache's precision is the one the model computes in: fp32 for fp32 weights, bf16 for bf16,
 // fp16 for fp16 and for the weight-only int8 / int4 formats (they compute in 16 bits on a GPU);
 // `kv` overrides it. `kv_heads` below the heads is grouped-query attention (Llama 2 70B keeps 8 KV
