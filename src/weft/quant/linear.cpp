@@ -98,8 +98,7 @@ Int8WeightOnlyLinear::Int8WeightOnlyLinear(const Tensor& weight, const Tensor& w
       weight_(weight),
       scales_(weight_scale),
       bias_(bias) {
-  // The kernel's own checks, on a row of the input it will take.
-  cpu::int8_weight_only_linear(Tensor::zeros({1, in_features}), weight, weight_scale, bias);
+  cpu::check_int8_weight("Int8WeightOnlyLinear", weight, weight_scale, bias, in_features);
   register_buffer("weight", weight);
   register_buffer("weight_scale", weight_scale);
   if (bias.defined()) register_buffer("bias", bias);

@@ -90,18 +90,18 @@ std::shared_ptr<nn::Sequential> quantize_int4(const nn::Sequential& model, int64
 int64_t quantize_linear_weights(nn::Module& model, int bits, int64_t group_size) {
   WEFT_CHECK(bits == 8 || bits == 4, ValueError, "quantize_linear_weights: bits must be 8 or 4, got ", bits);
   // Every (parent, child name) first: replacing changes the tree named_modules walks.
-  std::vector<std::pair<nn::Module*, std::string>> linears;
+  struct Found {
+    nn::Module* parent;
+    std::string name;
+    std::shared_ptr<nn::Linear> linear;
+  };
+  std::vector<Found> linears;
   for (auto& [name, module] : model.named_modules())
     for (const auto& [child_name, child] : module->named_children())
-      if (dynamic_cast<const nn::Linear*>(child.get())) linears.emplace_back(module, child_name);
-  for (auto& [parent, name] : linears) {
-    std::shared_ptr<nn::Module> child;
-    for (const auto& [child_name, c] : parent->named_children())
-      if (child_name == name) child = c;
-    const auto& linear = static_cast<const nn::Linear&>(*child);
-    parent->replace_module(name, bits == 8 ? std::shared_ptr<nn::Module>(Int8WeightOnlyLinear::from_float(linear))
-                                           : Int4Linear::from_float(linear, group_size));
-  }
+      if (auto linear = std::dynamic_pointer_cast<nn::Linear>(child)) linears.push_back({module, child_name, linear});
+  for (const Found& f : linears)
+    f.parent->replace_module(f.name, bits == 8 ? std::shared_ptr<nn::Module>(Int8WeightOnlyLinear::from_float(*f.linear))
+                                               : Int4Linear::from_float(*f.linear, group_size));
   return static_cast<int64_t>(linears.size());
 }
 

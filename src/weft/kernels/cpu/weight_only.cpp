@@ -1,22 +1,16 @@
 #include "weft/kernels/cpu/weight_only.h"
 
-#include "weft/core/immintrin.h"
-
 #include <cstring>
 
+#include "weft/core/immintrin.h"
 #include "weft/kernels/cpu/matmul.h"
 
 namespace weft::cpu {
 
-namespace {
-
-void check_int8_weight(const Tensor& x, const Tensor& q, const Tensor& scales, const Tensor& bias) {
-  const char* what = "int8_weight_only_linear";
-  WEFT_CHECK(x.defined() && q.defined() && scales.defined(), ValueError, what, ": undefined input, weight or scales");
-  WEFT_CHECK(x.dtype() == DType::f32 && x.dim() == 2, DTypeError, what, ": expected an f32 input [M, K], got ",
-             dtype_name(x.dtype()), " ", shape_str(x.shape()));
-  WEFT_CHECK(q.dtype() == DType::i8 && q.dim() == 2 && q.size(1) == x.size(1), ShapeError, what,
-             ": expected an i8 weight [N, ", x.size(1), "], got ", dtype_name(q.dtype()), " ", shape_str(q.shape()));
+void check_int8_weight(const char* what, const Tensor& q, const Tensor& scales, const Tensor& bias, int64_t in_features) {
+  WEFT_CHECK(q.defined() && scales.defined(), ValueError, what, ": undefined weight or scales");
+  WEFT_CHECK(q.dtype() == DType::i8 && q.dim() == 2 && q.size(1) == in_features, ShapeError, what,
+             ": expected an i8 weight [N, ", in_features, "], got ", dtype_name(q.dtype()), " ", shape_str(q.shape()));
   WEFT_CHECK(scales.dtype() == DType::f32 && scales.shape() == Shape{q.size(0)}, ShapeError, what,
              ": expected f32 scales [", q.size(0), "] (one per output row), got ", dtype_name(scales.dtype()), " ",
              shape_str(scales.shape()));
@@ -24,9 +18,15 @@ void check_int8_weight(const Tensor& x, const Tensor& q, const Tensor& scales, c
              ": expected an f32 bias [", q.size(0), "], got ", dtype_name(bias.dtype()), " ", shape_str(bias.shape()));
 }
 
-}  // namespace
-
 namespace {
+
+void check_x(const Tensor& x, const Tensor& q, const Tensor& scales, const Tensor& bias) {
+  const char* what = "int8_weight_only_linear";
+  WEFT_CHECK(x.defined(), ValueError, what, ": undefined input");
+  WEFT_CHECK(x.dtype() == DType::f32 && x.dim() == 2, DTypeError, what, ": expected an f32 input [M, K], got ",
+             dtype_name(x.dtype()), " ", shape_str(x.shape()));
+  check_int8_weight(what, q, scales, bias, x.size(1));
+}
 
 // The rows of x times one weight row decoded into a per-thread f32 buffer: where AVX-512 is not.
 template <typename Decode>
@@ -38,9 +38,9 @@ void decoded_row_dots(Decode&& decode, const float* x, int64_t K, int64_t M, flo
 }
 
 #ifdef __AVX512F__
-// out[m] = scale x the sum of acc[m]'s lanes.
-void store_sums(const __m512* acc, int64_t M, float scale, float* out) {
-  for (int64_t m = 0; m < M; ++m) out[m] = scale * _mm512_reduce_add_ps(acc[m]);
+// out[m] = the sum of acc[m]'s lanes.
+void store_sums(const __m512* acc, int64_t M, float* out) {
+  for (int64_t m = 0; m < M; ++m) out[m] = _mm512_reduce_add_ps(acc[m]);
 }
 #endif
 
@@ -55,7 +55,7 @@ void dot_rows(const float* w, const float* x, int64_t K, int64_t M, float* out) 
     const __m512 wv = _mm512_loadu_ps(w + k);
     for (int64_t m = 0; m < M; ++m) acc[m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + m * K + k), acc[m]);
   }
-  store_sums(acc, M, 1.0f, out);
+  store_sums(acc, M, out);
 #else
   for (int64_t m = 0; m < M; ++m) out[m] = 0.0f;
 #endif
@@ -72,7 +72,7 @@ void int8_row_dots(const int8_t* q, float scale, const float* x, int64_t K, int6
     const __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k))));
     for (int64_t m = 0; m < M; ++m) acc[m] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + m * K + k), acc[m]);
   }
-  store_sums(acc, M, 1.0f, out);
+  store_sums(acc, M, out);
   for (; k < K; ++k)
     for (int64_t m = 0; m < M; ++m) out[m] += static_cast<float>(q[k]) * x[m * K + k];
   for (int64_t m = 0; m < M; ++m) out[m] *= scale;
@@ -108,7 +108,7 @@ void int4_row_dots(const uint8_t* packed, const float* scales, int64_t group_siz
       const __m512 w = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(nibbles), table);
       for (int64_t m = 0; m < M; ++m) acc[m] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + m * K + k), acc[m]);
     }
-    store_sums(acc, M, 1.0f, out);
+    store_sums(acc, M, out);
     for (; k < K; ++k)
       for (int64_t m = 0; m < M; ++m) out[m] += value(k) * x[m * K + k];
     return;
@@ -118,7 +118,7 @@ void int4_row_dots(const uint8_t* packed, const float* scales, int64_t group_siz
 }
 
 Tensor int8_weight_only_linear(const Tensor& x, const Tensor& q, const Tensor& scales, const Tensor& bias) {
-  check_int8_weight(x, q, scales, bias);
+  check_x(x, q, scales, bias);
   const int64_t N = q.size(0), K = q.size(1);
   Tensor qc = q.contiguous_untracked(), sc = scales.contiguous_untracked();
   const int8_t* qs = qc.data<int8_t>();
@@ -140,7 +140,7 @@ Tensor int8_weight_only_linear(const Tensor& x, const Tensor& q, const Tensor& s
 namespace reference {
 
 Tensor int8_weight_only_linear(const Tensor& x, const Tensor& q, const Tensor& scales, const Tensor& bias) {
-  check_int8_weight(x, q, scales, bias);
+  check_x(x, q, scales, bias);
   const int64_t M = x.size(0), K = x.size(1), N = q.size(0);
   std::vector<double> xs = x.to_vector<double>(), qs = q.to_vector<double>(), ss = scales.to_vector<double>();
   std::vector<double> b = bias.defined() ? bias.to_vector<double>() : std::vector<double>(N, 0.0);

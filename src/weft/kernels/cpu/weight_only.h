@@ -23,6 +23,9 @@ namespace weft::cpu {
 
 inline constexpr int64_t kFusedRows = 8;
 
+// ShapeError / DTypeError / ValueError unless q i8 [N, in_features], scales f32 [N] and bias (f32
+// [N] or undefined) make a layer; `what` names the caller.
+void check_int8_weight(const char* what, const Tensor& q, const Tensor& scales, const Tensor& bias, int64_t in_features);
 // x f32 [M, K], q i8 [N, K], scales f32 [N], bias f32 [N] or undefined → f32 [M, N].
 Tensor int8_weight_only_linear(const Tensor& x, const Tensor& q, const Tensor& scales, const Tensor& bias);
 
